@@ -460,7 +460,7 @@ impl Desk {
                  allow {} on {}:{} ? type an answer, then Enter: ",
                 printable(&r.rule),
                 printable(&r.line()),
-                q.name,
+                printable(&q.name),
                 q.port
             ),
             (None, None) => format!(
@@ -469,7 +469,9 @@ impl Desk {
                  answers: once, run (this name and port for the rest of the run), \
                  always (and in this project's later runs), deny, never (deny all)\r\n\
                  allow {} {}:{} ? type an answer, then Enter: ",
-                q.protocol, q.name, q.port
+                q.protocol,
+                printable(&q.name),
+                q.port
             ),
         };
         self.current = Some(p);
@@ -488,12 +490,59 @@ fn same_as(q: &Question) -> (String, u16, Option<String>) {
     (q.name.clone(), q.port, q.request.as_ref().map(|r| r.line()))
 }
 
-/// `s` with every control character (an escape sequence's start
-/// included) shown as `?`: the sandbox chose it.
-fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+/// `s` as a person may be shown it when the sandbox chose it: every
+/// control character (an escape sequence's start included) and every
+/// character that changes how others are drawn without being drawn
+/// itself (bidi overrides and isolates, zero-width characters, a
+/// byte-order mark: Unicode's format characters) written as `\u{..}`,
+/// so the text on screen is the name, character for character. A `\`
+/// is written `\\`, so a name cannot spell an escape it does not hold.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if c.is_control() || is_format(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Unicode's format characters (general category Cf) and the other
+/// characters drawn as nothing that a terminal may still act on: what
+/// makes a line read otherwise than it is.
+fn is_format(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0xAD                       // soft hyphen
+            | 0x34F                // combining grapheme joiner
+            | 0x600..=0x605        // Arabic number signs
+            | 0x61C                // Arabic letter mark
+            | 0x6DD
+            | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
+            | 0x115F..=0x1160      // Hangul fillers
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F      // Mongolian selectors and vowel separator
+            | 0x200B..=0x200F      // zero-width space, joiners, LRM, RLM
+            | 0x2028..=0x202E      // line and paragraph separators, bidi embeddings and overrides
+            | 0x2060..=0x206F      // word joiner, invisible operators, bidi isolates
+            | 0x3164               // Hangul filler
+            | 0xFE00..=0xFE0F      // variation selectors
+            | 0xFEFF               // byte-order mark
+            | 0xFFA0
+            | 0xFFF0..=0xFFFB      // interlinear annotations
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF    // tags and variation selectors supplement
+    )
 }
 
 #[cfg(test)]
@@ -701,7 +750,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let shown = shown.unwrap();
-        assert!(shown.contains("may run /usr/bin/?[2Jid ?"), "{shown}");
+        assert!(shown.contains("may run /usr/bin/\\u{1b}[2Jid ?"), "{shown}");
         assert!(shown.contains("once and run are not offered"), "{shown}");
         desk.shown_at = Instant::now() - SETTLE;
         for word in [&b"once\r"[..], b"run\r"] {
@@ -745,6 +794,80 @@ mod tests {
         assert!(out.contains("type deny or never"), "{out}");
         desk.on_input(b"deny\r");
         assert_eq!(t.join().unwrap(), Answer::Deny);
+    }
+
+    #[test]
+    fn control_and_format_characters_of_a_name_are_shown_escaped_and_nothing_else_is() {
+        for (name, shown) in [
+            ("/usr/bin/id", "/usr/bin/id"),
+            ("/tmp/caf\u{e9}/\u{4e2d}", "/tmp/caf\u{e9}/\u{4e2d}"),
+            ("/a\x1b[2Jb", "/a\\u{1b}[2Jb"),
+            ("/a\rb\n", "/a\\u{d}b\\u{a}"),
+            ("/a\u{9b}b", "/a\\u{9b}b"),
+            // A right-to-left override makes `/tmp/x/\u{202e}lmth.exe` read
+            // as `/tmp/x/exe.html`.
+            ("/tmp/x/\u{202e}lmth.exe", "/tmp/x/\\u{202e}lmth.exe"),
+            (
+                "/a\u{202a}\u{202b}\u{202c}\u{202d}b",
+                "/a\\u{202a}\\u{202b}\\u{202c}\\u{202d}b",
+            ),
+            (
+                "/a\u{2066}\u{2067}\u{2068}\u{2069}b",
+                "/a\\u{2066}\\u{2067}\\u{2068}\\u{2069}b",
+            ),
+            (
+                "/a\u{200b}\u{200c}\u{200d}\u{200e}\u{200f}b",
+                "/a\\u{200b}\\u{200c}\\u{200d}\\u{200e}\\u{200f}b",
+            ),
+            (
+                "/\u{feff}a\u{ad}\u{2028}\u{e0041}",
+                "/\\u{feff}a\\u{ad}\\u{2028}\\u{e0041}",
+            ),
+            // A name cannot spell an escape it does not hold.
+            ("/a\\u{202e}b", "/a\\\\u{202e}b"),
+        ] {
+            assert_eq!(printable(name), shown, "{name:?}");
+        }
+        // Whatever the name, what is shown holds no character that is not
+        // drawn as itself.
+        let all: String = (0..0x3000u32)
+            .chain(0xfe00..0x10000)
+            .chain(0xe0000..0xe0100)
+            .filter_map(char::from_u32)
+            .collect();
+        assert!(printable(&all)
+            .chars()
+            .all(|c| !c.is_control() && !is_format(c)));
+    }
+
+    #[test]
+    fn every_kind_of_question_shows_the_name_escaped() {
+        let (asker, mut desk) = pair().unwrap();
+        let asker = Arc::new(asker);
+        for protocol in ["tcp", crate::ask_programs::PROGRAM] {
+            let a = asker.clone();
+            let t = std::thread::spawn(move || {
+                a.ask(&Question {
+                    protocol,
+                    name: "x\u{202e}moc.evil".into(),
+                    port: 443,
+                    request: None,
+                })
+            });
+            let start = Instant::now();
+            let mut shown = None;
+            while shown.is_none() {
+                assert!(start.elapsed() < Duration::from_secs(5));
+                shown = desk.on_wake();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let shown = shown.unwrap();
+            assert!(shown.contains("x\\u{202e}moc.evil"), "{shown}");
+            assert!(!shown.contains('\u{202e}'), "{shown}");
+            desk.shown_at = Instant::now() - SETTLE;
+            desk.on_input(b"deny\r");
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
     }
 
     #[test]

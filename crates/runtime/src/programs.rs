@@ -49,6 +49,8 @@ pub enum ProgramsError {
     State(#[source] state::StateError),
     #[error("cannot keep the program in the profile")]
     Profile(#[source] crate::grants::GrantsError),
+    #[error("{program:?} is not one program's path (an absolute path of one file, no glob, no `.` or `..`, no trailing `/`): not kept")]
+    NotAProgram { program: String },
     #[error("the profile {path} has no `process.allow_exec` of its own: a program added there would make it the only one its runs may execute")]
     NoProfileAllowlist { path: PathBuf },
 }
@@ -101,6 +103,7 @@ impl Keep {
     /// an allowlist, never makes one (a profile that allowed any program
     /// would then allow only this one).
     pub fn add(&self, program: &str) -> Result<bool, ProgramsError> {
+        checked(program)?;
         match self {
             Keep::Project(p) => add(p, program),
             Keep::Profile(p) => {
@@ -125,14 +128,31 @@ pub struct Granted {
     pub allow_exec: Vec<String>,
 }
 
-/// A program's question is of a path the judge resolved: absolute, with
-/// no `.` or `..` component, and no glob (an entry of the allowlist that
-/// names that one file).
+/// A program's question is of a path the judge resolved (the kernel's
+/// name of a regular file it refused): absolute, with no empty, `.` or
+/// `..` component (so no trailing `/`, which as an `allow_exec` entry
+/// would be a whole directory), and no glob: an entry of the allowlist
+/// that names that one file. A name the judge could not record whole
+/// never has this shape (it is not a path: see the jail's exec records).
 pub fn is_program_entry(path: &str) -> bool {
     path.starts_with('/')
         && path.len() > 1
         && !path.contains(['*', '?', '[', '\n', '\0'])
-        && !path.split('/').any(|c| c == "." || c == "..")
+        && !path[1..]
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+}
+
+/// `program`, when it may be kept as an "always" ([`is_program_entry`]):
+/// checked again where it is written, whoever asked.
+fn checked(program: &str) -> Result<(), ProgramsError> {
+    if is_program_entry(program) {
+        Ok(())
+    } else {
+        Err(ProgramsError::NotAProgram {
+            program: program.to_string(),
+        })
+    }
 }
 
 /// The programs' grants beside the names' grants file `names`
@@ -172,6 +192,7 @@ pub fn load(path: &Path) -> Result<Vec<String>, ProgramsError> {
 
 /// Add `program` to the grants at `path`; `Ok(false)` when it was there.
 pub fn add(path: &Path, program: &str) -> Result<bool, ProgramsError> {
+    checked(program)?;
     let mut list = load(path)?;
     if list.iter().any(|p| p == program) {
         return Ok(false);
@@ -230,6 +251,7 @@ pub fn apply_saved(dir: &Path, spec: &mut SandboxSpec) {
 
 /// Keep `program` in the sandbox's state directory `dir`.
 pub fn save(dir: &Path, program: &str) -> Result<(), ProgramsError> {
+    checked(program)?;
     let path = dir.join(EXEC_CHANGES);
     let mut saved: Changes = state::read_json(&path).unwrap_or_default();
     if !saved.added.iter().any(|p| p == program) {
@@ -250,6 +272,49 @@ mod tests {
         assert!(!is_program_entry("/"));
         assert!(!is_program_entry("/usr/bin/*"));
         assert!(!is_program_entry("/usr/../bin/sh"));
+        // A trailing `/` (or an empty component) would name a directory.
+        assert!(!is_program_entry("/usr/bin/"));
+        assert!(!is_program_entry("/usr//bin/id"));
+        assert!(!is_program_entry("//"));
+        assert!(!is_program_entry("/usr/./bin/id"));
+        // What the jail records for a name too long to judge.
+        assert!(!is_program_entry(
+            "[a name of 4097 bytes, too long to judge]"
+        ));
+    }
+
+    #[test]
+    fn an_always_is_kept_only_for_one_programs_path_wherever_it_is_written() {
+        let dir = std::env::temp_dir().join(format!("warden-programs-keep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let project = Keep::Project(dir.join("grants/x.exec.json"));
+        for bad in ["/usr/bin/", "/usr/bin/*", "usr/bin/id", "/a/../id"] {
+            assert!(
+                matches!(project.add(bad), Err(ProgramsError::NotAProgram { .. })),
+                "{bad}"
+            );
+            assert!(matches!(
+                add(project.path(), bad),
+                Err(ProgramsError::NotAProgram { .. })
+            ));
+            assert!(matches!(
+                save(dir.as_path(), bad),
+                Err(ProgramsError::NotAProgram { .. })
+            ));
+        }
+        assert!(project.load().unwrap().is_empty());
+        assert!(!dir.as_path().join(EXEC_CHANGES).exists());
+        // A profile's list is not touched either.
+        let profile = dir.as_path().join("p.yaml");
+        std::fs::write(&profile, "process:\n  allow_exec: [/bin/sh]\n").unwrap();
+        let before = std::fs::read(&profile).unwrap();
+        assert!(matches!(
+            Keep::Profile(profile.clone()).add("/usr/bin/"),
+            Err(ProgramsError::NotAProgram { .. })
+        ));
+        assert_eq!(std::fs::read(&profile).unwrap(), before);
+        assert!(project.add("/usr/bin/id").unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

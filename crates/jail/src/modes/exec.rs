@@ -51,8 +51,13 @@ const FILES: u8 = b'i';
 const END: u8 = b'e';
 /// Allowed files per message, well within a socket's buffer.
 const FILES_PER_MESSAGE: usize = 2048;
-/// The longest name a record carries; longer ones are cut.
-const NAME_MAX: usize = 4000;
+/// The longest name a record carries (the kernel's longest path); a
+/// longer one is never cut (a prefix of a path is another path, which
+/// would be asked about and kept): its record says it was too long.
+const NAME_MAX: usize = 4096;
+/// The length a record gives for a name too long to carry: the name's
+/// real length follows (four bytes, little endian), the name does not.
+const TOO_LONG: u16 = u16::MAX;
 /// What the kernel reads of a script for its `#!` line.
 const SHEBANG_MAX: usize = 256;
 
@@ -416,15 +421,24 @@ struct Records(OwnedFd);
 
 impl Records {
     /// One record: the reason's byte, the name's length (two bytes, little
-    /// endian), the name. A full pipe holds the judge (and with it the
-    /// sandbox's execs) until the loop has read: a record is never dropped.
+    /// endian), the name; for a name longer than [`NAME_MAX`], [`TOO_LONG`]
+    /// and the name's length (four bytes) instead of the name, never a
+    /// part of it. A full pipe holds the judge (and with it the sandbox's
+    /// execs) until the loop has read: a record is never dropped.
     fn write(&self, by: By, program: &[u8]) {
-        let program = &program[..program.len().min(NAME_MAX)];
-        let len = u16::try_from(program.len()).unwrap_or(0);
-        let mut frame = Vec::with_capacity(3 + program.len());
+        let mut frame = Vec::with_capacity(3 + program.len().min(NAME_MAX));
         frame.push(by as u8);
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&program[..usize::from(len)]);
+        match u16::try_from(program.len()) {
+            Ok(len) if program.len() <= NAME_MAX => {
+                frame.extend_from_slice(&len.to_le_bytes());
+                frame.extend_from_slice(program);
+            }
+            _ => {
+                let len = u32::try_from(program.len()).unwrap_or(u32::MAX);
+                frame.extend_from_slice(&TOO_LONG.to_le_bytes());
+                frame.extend_from_slice(&len.to_le_bytes());
+            }
+        }
         let mut rest = frame.as_slice();
         while !rest.is_empty() {
             match rustix::io::write(&self.0, rest) {
@@ -483,22 +497,38 @@ impl RecordReader {
         let mut out = Vec::new();
         let mut at = 0;
         while let Some(&[b, lo, hi]) = self.pending.get(at..at + 3) {
-            let len = usize::from(u16::from_le_bytes([lo, hi]));
-            let Some(name) = self.pending.get(at + 3..at + 3 + len) else {
-                break;
+            let len = u16::from_le_bytes([lo, hi]);
+            let (program, size) = if len == TOO_LONG {
+                let Some(&[a, b2, c, d]) = self.pending.get(at + 3..at + 7) else {
+                    break;
+                };
+                (too_long(u32::from_le_bytes([a, b2, c, d])), 7)
+            } else {
+                let len = usize::from(len);
+                let Some(name) = self.pending.get(at + 3..at + 3 + len) else {
+                    break;
+                };
+                (PathBuf::from(std::ffi::OsStr::from_bytes(name)), 3 + len)
             };
             if let Some(by) = By::from_byte(b) {
                 out.push(warden_audit::EventKind::ExecRefused {
-                    program: Some(PathBuf::from(std::ffi::OsStr::from_bytes(name))),
+                    program: Some(program),
                     rule: "allow_exec".into(),
                     by: by.name().into(),
                 });
             }
-            at += 3 + len;
+            at += size;
         }
         self.pending.drain(..at);
         (out, ended)
     }
+}
+
+/// What a record names for a refused file whose name was too long to
+/// carry: not a path (it never starts with `/`), so it is never asked
+/// about nor kept as a program, and it says why.
+fn too_long(len: u32) -> PathBuf {
+    PathBuf::from(format!("[a name of {len} bytes, too long to judge]"))
 }
 
 #[cfg(test)]
@@ -586,6 +616,48 @@ mod tests {
         assert_eq!(reader.drain().0.len(), 1);
         drop(records);
         assert!(reader.drain().1, "the end of the judge is seen");
+    }
+
+    #[test]
+    fn a_name_too_long_to_carry_is_recorded_as_too_long_never_as_a_part_of_it() {
+        let (mut reader, wr) = RecordReader::pipe().unwrap();
+        let records = Records(wr);
+        let longest = format!("/{}", "a".repeat(NAME_MAX - 1));
+        let longer = format!("/{}/id", "a".repeat(NAME_MAX));
+        records.write(By::Allowlist, longest.as_bytes());
+        records.write(By::Allowlist, longer.as_bytes());
+        records.write(By::Allowlist, b"/usr/bin/id");
+        let mut events = Vec::new();
+        let start = std::time::Instant::now();
+        while events.len() < 3 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+            events.extend(reader.drain().0);
+        }
+        let programs: Vec<_> = events
+            .iter()
+            .map(|e| match e {
+                warden_audit::EventKind::ExecRefused {
+                    program: Some(p), ..
+                } => p.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(programs[0], PathBuf::from(&longest));
+        assert_eq!(
+            programs[1],
+            PathBuf::from(format!(
+                "[a name of {} bytes, too long to judge]",
+                longer.len()
+            ))
+        );
+        assert!(!programs[1].is_absolute());
+        // The records after it are read as before.
+        assert_eq!(programs[2], PathBuf::from("/usr/bin/id"));
+        // Half of a too-long record waits for its other half.
+        rustix::io::write(&records.0, &[By::Allowlist as u8, 0xff, 0xff, 9]).unwrap();
+        assert!(reader.drain().0.is_empty());
+        rustix::io::write(&records.0, &[0x10, 0, 0]).unwrap();
+        assert_eq!(reader.drain().0.len(), 1);
     }
 
     #[test]
