@@ -331,7 +331,7 @@ pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
             s.state,
             s.processes,
             s.memory_bytes
-                .map(super::sandboxes::human)
+                .map(super::units::human)
                 .unwrap_or_else(|| "-".into()),
             super::units::human(s.egress_bytes),
             super::units::human(s.changes_bytes),
