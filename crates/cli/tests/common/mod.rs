@@ -557,3 +557,24 @@ pub fn git_in(dir: &Path, args: &[&str]) -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false)
 }
+
+/// The cgroup v1 hierarchies mounted here that carry a controller warden
+/// limits with (memory, pids, cpu, cpuacct, freezer).
+pub fn v1_hierarchies() -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mut r = right.split_whitespace();
+            if r.next()? != "cgroup" {
+                return None;
+            }
+            let opts = r.nth(1)?;
+            let point = left.split_whitespace().nth(4)?;
+            ["memory", "pids", "cpu", "cpuacct", "freezer"]
+                .iter()
+                .any(|c| opts.split(',').any(|o| o == *c))
+                .then(|| PathBuf::from(point))
+        })
+        .collect()
+}

@@ -352,26 +352,6 @@ fn pausing_needs_the_lifecycle_scope_and_a_sandboxs_own_token_cannot_pause_it() 
     assert_eq!(st, 200, "{b}");
 }
 
-/// The v1 hierarchies mounted here that carry a controller warden uses.
-fn v1_hierarchies() -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let mut r = right.split_whitespace();
-            if r.next()? != "cgroup" {
-                return None;
-            }
-            let opts = r.nth(1)?;
-            let point = left.split_whitespace().nth(4)?;
-            ["memory", "pids", "cpu", "cpuacct", "freezer"]
-                .iter()
-                .any(|c| opts.split(',').any(|o| o == *c))
-                .then(|| PathBuf::from(point))
-        })
-        .collect()
-}
-
 /// The delegation an administrator makes once for a rootless user
 /// (docs/install.md), taken away again when dropped (only while empty).
 struct Delegation(Vec<PathBuf>);

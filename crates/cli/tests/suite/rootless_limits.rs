@@ -9,27 +9,6 @@
 use crate::common::*;
 use std::path::PathBuf;
 
-/// The v1 hierarchies that carry a controller warden limits with, as
-/// mounted here.
-fn v1_hierarchies() -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let mut r = right.split_whitespace();
-            if r.next()? != "cgroup" {
-                return None;
-            }
-            let opts = r.nth(1)?;
-            let point = left.split_whitespace().nth(4)?;
-            ["memory", "pids", "cpu", "cpuacct", "freezer"]
-                .iter()
-                .any(|c| opts.split(',').any(|o| o == *c))
-                .then(|| PathBuf::from(point))
-        })
-        .collect()
-}
-
 /// The delegation an administrator makes once, for one user.
 struct Delegation(Vec<PathBuf>);
 
