@@ -14,6 +14,16 @@ fn warden(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// [`warden`] with its state directory `state` itself.
+fn warden_in(state: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 fn lines(p: &Path) -> Vec<String> {
     std::fs::read_to_string(p)
         .unwrap()
@@ -218,10 +228,10 @@ fn collector() -> (u16, Received) {
     (port, seen)
 }
 
-#[test]
-fn events_reach_an_opentelemetry_collector() {
-    let (port, seen) = collector();
-    let out = warden(&[
+/// `warden run true` (no audit log) sending its events to the collector
+/// at `127.0.0.1:PORT`.
+fn run_true_exporting_to(port: u16) -> std::process::Output {
+    warden(&[
         "run",
         "--no-tty",
         "--no-audit-log",
@@ -229,7 +239,13 @@ fn events_reach_an_opentelemetry_collector() {
         &format!("http://127.0.0.1:{port}"),
         "--",
         "true",
-    ]);
+    ])
+}
+
+#[test]
+fn events_reach_an_opentelemetry_collector() {
+    let (port, seen) = collector();
+    let out = run_true_exporting_to(port);
     assert!(out.status.success(), "{}", stderr(&out));
     let seen = seen.lock().unwrap().clone();
     assert!(!seen.is_empty(), "nothing reached the collector");
@@ -260,15 +276,7 @@ fn a_collector_that_does_not_answer_is_said_once_and_the_run_goes_on() {
         .local_addr()
         .unwrap()
         .port();
-    let out = warden(&[
-        "run",
-        "--no-tty",
-        "--no-audit-log",
-        "--otlp-endpoint",
-        &format!("http://127.0.0.1:{port}"),
-        "--",
-        "true",
-    ]);
+    let out = run_true_exporting_to(port);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stderr(&out)
@@ -294,14 +302,7 @@ fn a_collector_that_does_not_answer_is_said_once_and_the_run_goes_on() {
 #[test]
 fn prune_removes_only_old_logs_of_the_state_directory() {
     let state = TempDir::new("audit-prune");
-    let run = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| warden_in(state.path(), args);
     for _ in 0..2 {
         assert!(run(&["run", "--no-tty", "--", "true"]).status.success());
     }
@@ -339,14 +340,7 @@ fn a_profile_chooses_where_the_run_is_recorded() {
     let profile = dir.path().join("p.yaml");
     std::fs::write(&profile, "name: p\naudit_log: logs/run.jsonl\n").unwrap();
     std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let run = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| warden_in(state.path(), args);
     let p = profile.to_str().unwrap();
     let out = run(&["run", "--no-tty", "-P", p, "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));
