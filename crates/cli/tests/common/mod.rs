@@ -240,6 +240,16 @@ impl Unprivileged {
         cmd
     }
 
+    /// `warden ARGS` run as this identity keeping its state where it would
+    /// under `XDG_STATE_HOME=state_home`, no input.
+    pub fn warden_state_home(&self, state_home: &Path, args: &[&str]) -> Output {
+        self.command(self.bin.to_str().unwrap())
+            .args(args)
+            .env("XDG_STATE_HOME", state_home)
+            .output()
+            .unwrap()
+    }
+
     /// `warden ARGS` run as this identity with its state in `state`, no
     /// input.
     pub fn warden(&self, state: &Path, args: &[&str]) -> Output {

@@ -222,13 +222,7 @@ fn an_unprivileged_user_gets_its_own_home_and_caches_too() {
     for p in [state.path(), ws.path()] {
         who.own(p);
     }
-    let run = |args: &[&str]| {
-        who.command(who.bin.to_str().unwrap())
-            .args(args)
-            .env("XDG_STATE_HOME", state.path())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| who.warden_state_home(state.path(), args);
     let out = run(&[
         "run",
         "--no-tty",

@@ -89,13 +89,7 @@ fn a_link_planted_in_a_kept_home_never_reaches_the_owners_files_rootless() {
     for p in [state.path(), ws.path(), target.path()] {
         who.own(p);
     }
-    let run = |args: &[&str]| {
-        who.command(who.bin.to_str().unwrap())
-            .args(args)
-            .env("XDG_STATE_HOME", state.path())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| who.warden_state_home(state.path(), args);
     ok(&run(&["create", "lu", "-w", ws.str(), "--cache", "pip"]));
     ok(&run(&[
         "exec",

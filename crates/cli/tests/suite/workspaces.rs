@@ -405,13 +405,7 @@ fn the_cycle_works_for_an_unprivileged_user() {
     for p in [state.path(), proj.path(), &proj.path().join("file")] {
         who.own(p);
     }
-    let run = |args: &[&str]| {
-        who.command(who.bin.to_str().unwrap())
-            .args(args)
-            .env("XDG_STATE_HOME", state.path())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| who.warden_state_home(state.path(), args);
     ok(&run(&["create", "u", "-w", proj.str(), "--allow-degraded"]));
     ok(&run(&[
         "exec",
