@@ -102,7 +102,7 @@ const NOT_OURS: &[(&str, &str, &str)] = &[
         "runsc's own option, not warden's",
     ),
     (
-        "jail/src/cgroup/mod.rs",
+        "jail/src/cgroup/error.rs",
         "systemd-run --user --scope",
         "a command for the host's administrator, not an option of warden's",
     ),
