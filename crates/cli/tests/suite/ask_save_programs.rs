@@ -210,3 +210,40 @@ fn a_named_sandboxs_approval_always_goes_into_its_profiles_allow_exec() {
     );
     assert!(stdout(&out).contains("uid="), "{}", stderr(&out));
 }
+
+#[test]
+fn a_program_whose_path_holds_a_bidi_override_is_asked_about_with_the_override_shown_escaped() {
+    if !available() {
+        return;
+    }
+    let state = TempDir::new("ask-programs-bidi-state");
+    let dir = TempDir::new("ask-programs-bidi");
+    // Drawn as is, `x<RLO>di` reads `xid` backwards from the override on:
+    // the question would show another name than the program's.
+    let program = dir.path().join("x\u{202e}di");
+    std::fs::copy("/usr/bin/id", &program).unwrap();
+    let mut term = TestTerminal::open(24, 200);
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_STATE_DIR", state.path())
+        .args(["run", "--no-audit-log", "--ask", "--allow-exec", "sh"])
+        .args(["--ro", dir.str()])
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "{}/x*; s=$?; echo \"status=$s\"; read x; exit $s",
+            dir.str()
+        ));
+    let mut child = term.spawn(&mut cmd);
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    let shown = format!("may run {}/x\\u{{202e}}di ?", dir.str());
+    assert!(asked.contains(&shown), "{asked}");
+    assert!(
+        !asked.contains('\u{202e}'),
+        "the override reached the terminal: {asked}"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"deny\r").unwrap();
+    let said = term.expect("denied", Duration::from_secs(20));
+    term.master.write_all(b"\r").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(126), "{asked}{said}");
+}
