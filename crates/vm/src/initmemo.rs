@@ -92,15 +92,15 @@ pub(crate) fn key(
     }
     h.update(root.map_or("none", |f| f.as_str()).as_bytes());
     let block = root.into_iter().flat_map(|f| f.modules());
-    for m in crate::image::MODULES.iter().copied().chain(block) {
+    for m in crate::contents::MODULES.iter().copied().chain(block) {
         id(&mut h, &kernel.modules.join(m));
     }
-    for f in crate::image::ETC_FILES {
+    for f in crate::contents::ETC_FILES {
         id(&mut h, &Path::new("/etc").join(f));
     }
-    for d in crate::image::ETC_LINK_DIRS
+    for d in crate::contents::ETC_LINK_DIRS
         .iter()
-        .chain(crate::image::ETC_DIRS)
+        .chain(crate::contents::ETC_DIRS)
     {
         etc_dir(&mut h, Path::new(d), 2);
     }

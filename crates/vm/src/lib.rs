@@ -28,6 +28,7 @@
 pub mod accel;
 pub mod backend;
 mod channel;
+mod contents;
 pub mod control;
 pub mod fsd;
 pub mod guest;
