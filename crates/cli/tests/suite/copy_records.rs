@@ -242,4 +242,25 @@ fn a_snapshot_or_fork_whose_record_cannot_be_written_is_not_kept() {
         stderr(&out)
     );
     assert!(!sandbox_dir(s, "src-fork-1").exists());
+
+    // The API says it too, and keeps nothing either.
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let d = Daemon::start(s, false);
+    let (st, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/src/snapshots",
+        Some(r#"{"name":"s2"}"#),
+        None,
+    );
+    assert_eq!(st, 500, "{b}");
+    assert!(b.contains("nothing was kept of snapshot s2"), "{b}");
+    let (_, b) = call(&d, "GET", "/v1/snapshots", None, None);
+    assert!(!b.contains("\"s2\""), "{b}");
+    let (st, b) = call(&d, "POST", "/v1/sandboxes/src/fork", Some("{}"), None);
+    assert_eq!(st, 500, "{b}");
+    assert!(b.contains("nothing was kept of the fork"), "{b}");
+    assert!(!sandbox_dir(s, "src-fork-1").exists());
 }
