@@ -23,12 +23,13 @@ use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Marks a sandbox's state while its layer exists only in memory; removed
-/// once the layer is written back. It holds the supervisor's PID and the
-/// number of its descriptor of the layer's tmpfs, so that `warden diff`
-/// reads the running layer at `/proc/PID/fd/N/upper`. Found while no run
-/// holds the sandbox,
-/// it says that the last run ended without saving (its supervisor was
-/// killed) and its changes are lost.
+/// once the layer is written back. It holds the supervisor's PID, the
+/// number of its descriptor of the layer's tmpfs, the supervisor's start
+/// time and the tmpfs's device (`warden_workspace::UnsavedMark`), so that
+/// `warden diff` reads the running layer at `/proc/PID/fd/N/upper` while
+/// that very supervisor runs, never a recycled PID's. Found while no run
+/// holds the sandbox, it says that the last run ended without saving (its
+/// supervisor was killed) and its changes are lost.
 pub const UNSAVED_MARK: &str = "layer-unsaved";
 
 #[derive(Debug, thiserror::Error)]

@@ -53,7 +53,7 @@ pub use listing::{left_out_line, Listing};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{
     default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,
-    Sandbox, SandboxState, Store, StoreError,
+    Sandbox, SandboxState, Store, StoreError, UnsavedMark,
 };
 
 impl Sandbox {

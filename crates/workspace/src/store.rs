@@ -278,6 +278,96 @@ pub struct ListEntry {
 /// `layer::UNSAVED_MARK`, the same name).
 pub const UNSAVED_MARK: &str = "layer-unsaved";
 
+/// What the `layer-unsaved` mark says: which process holds the running
+/// layer and how to know it is still that process. A PID alone names
+/// whatever process has it now: once the supervisor that wrote the mark
+/// dies, the kernel hands its PID to another, and every supervisor holds
+/// its layer at the same descriptor number, so `/proc/PID/fd/N` would be
+/// another sandbox's layer. The mark therefore also holds the
+/// supervisor's start time (`/proc/PID/stat` field 22) and the device of
+/// the layer's tmpfs, and both must still match before the path is
+/// followed. A mark without them (an older warden's) is never followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnsavedMark {
+    pub pid: u32,
+    pub fd: i32,
+    /// The supervisor's start time in clock ticks since boot.
+    pub start_ticks: u64,
+    /// `st_dev` of the layer's tmpfs.
+    pub dev: u64,
+}
+
+impl UnsavedMark {
+    /// The mark of this process's descriptor `fd` of a layer's tmpfs.
+    pub fn of_own(fd: i32) -> Option<UnsavedMark> {
+        let pid = std::process::id();
+        let dev = fs::metadata(format!("/proc/self/fd/{fd}")).ok()?.dev();
+        Some(UnsavedMark {
+            pid,
+            fd,
+            start_ticks: live_start_ticks(pid)?,
+            dev,
+        })
+    }
+
+    /// The mark's text: `PID FD START_TICKS DEV`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} {} {} {}\n",
+            self.pid, self.fd, self.start_ticks, self.dev
+        )
+    }
+
+    /// Read a mark; `None` for one that lacks any field.
+    pub fn parse(text: &str) -> Option<UnsavedMark> {
+        let mut it = text.split_whitespace();
+        Some(UnsavedMark {
+            pid: it.next()?.parse().ok()?,
+            fd: it.next()?.parse().ok()?,
+            start_ticks: it.next()?.parse().ok()?,
+            dev: it.next()?.parse().ok()?,
+        })
+    }
+
+    /// Whether the supervisor that wrote the mark still runs (not a
+    /// recycled PID, not a zombie).
+    pub fn writer_alive(&self) -> bool {
+        live_start_ticks(self.pid) == Some(self.start_ticks)
+    }
+
+    /// `upper/` of the layer the mark names, while its writer runs and
+    /// the descriptor is still the same detached tmpfs holding a layer.
+    pub fn live_upper(&self) -> Option<PathBuf> {
+        if !self.writer_alive() {
+            return None;
+        }
+        let link = PathBuf::from(format!("/proc/{}/fd/{}", self.pid, self.fd));
+        // A detached mount's root reads as "/".
+        if fs::read_link(&link).ok()? != Path::new("/")
+            || fs::metadata(&link).ok()?.dev() != self.dev
+        {
+            return None;
+        }
+        let upper = link.join("upper");
+        let held = upper.is_dir() && link.join("work").is_dir();
+        // Checked again after: a writer that died in between may have
+        // handed its PID on already.
+        (held && self.writer_alive()).then_some(upper)
+    }
+}
+
+/// The start time of process `pid` (`/proc/PID/stat` field 22) while it
+/// runs; `None` once it is gone or a zombie.
+pub fn live_start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ticks = fields.nth(18)?.parse::<u64>().ok()?;
+    (!matches!(state, "Z" | "X")).then_some(ticks)
+}
+
 /// Warden's state directory.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -425,7 +515,13 @@ impl Store {
                 name,
                 workspace: sb.meta.workspace.clone(),
                 profile: sb.meta.profile.clone(),
-                state: sb.meta.state,
+                // "Running" is written around a run; with no holder of the
+                // lock, that run ended without saying so (its process was
+                // killed): the sandbox is stopped.
+                state: match (sb.meta.state, &holder) {
+                    (SandboxState::Running, None) => SandboxState::Stopped,
+                    (s, _) => s,
+                },
                 changes_lost: holder.is_none() && sb.changes_lost(),
                 changes_bytes: fsutil::tree_size(&sb.layer()),
                 in_use: holder.is_some(),
@@ -515,20 +611,10 @@ impl Sandbox {
 
     /// The running layer of a sandbox whose layer is held in memory
     /// (`--disk`): `/proc/PID/fd/N/upper` of its supervisor, as the mark
-    /// says, when that descriptor is still a detached tmpfs holding a layer.
+    /// says, only while that very supervisor runs (see [`UnsavedMark`]).
     pub fn live_upper(&self) -> Option<PathBuf> {
         let text = fs::read_to_string(self.dir.join(UNSAVED_MARK)).ok()?;
-        let mut it = text.split_whitespace();
-        let pid: u32 = it.next()?.parse().ok()?;
-        let fd: u32 = it.next()?.parse().ok()?;
-        let link = PathBuf::from(format!("/proc/{pid}/fd/{fd}"));
-        // A detached mount's root reads as "/"; a recycled PID's descriptor
-        // would have to be one too, and hold both directories below.
-        if fs::read_link(&link).ok()? != Path::new("/") {
-            return None;
-        }
-        let upper = link.join("upper");
-        (upper.is_dir() && link.join("work").is_dir()).then_some(upper)
+        UnsavedMark::parse(&text)?.live_upper()
     }
 
     /// The layer to review: the running one where the sandbox's layer is in

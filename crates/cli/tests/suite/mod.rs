@@ -90,6 +90,7 @@ mod snapshots;
 mod teardown;
 mod trust_boundary;
 mod upgrade_smuggling;
+mod unsaved_mark_attacks;
 mod vm;
 mod vm_desktop;
 mod vm_fork;

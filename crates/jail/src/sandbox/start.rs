@@ -282,11 +282,18 @@ fn receive_terminal(pair: &OwnedFd) -> Option<OwnedFd> {
 
 /// The running layer the init built on its tmpfs, marked where review
 /// commands find it: the supervisor's PID and the descriptor
-/// (`/proc/PID/fd/N/upper`).
+/// (`/proc/PID/fd/N/upper`), with the supervisor's start time and the
+/// tmpfs's device, without which a recycled PID would lead a reader to
+/// another process's descriptor (see `warden_workspace::UnsavedMark`).
 fn receive_layer(pair: &OwnedFd, save: KeptSave) -> Option<(OwnedFd, KeptSave)> {
     let fd = sys::recv_fds(pair, 1).unwrap_or_default().pop()?;
     if let Some(mark) = save.mark() {
-        let _ = std::fs::write(mark, format!("{} {}\n", std::process::id(), fd.as_raw_fd()));
+        // A mark whose identity cannot be read still says the layer is
+        // unsaved, but names no path to follow.
+        let text = warden_workspace::UnsavedMark::of_own(fd.as_raw_fd())
+            .map(|m| m.text())
+            .unwrap_or_else(|| "unidentified\n".to_string());
+        let _ = std::fs::write(mark, text);
     }
     Some((fd, save))
 }
