@@ -118,7 +118,7 @@ pub fn pause_to_disk(
     dir: &Path,
 ) -> Result<PausedVm, PauseError> {
     snapshot::private_dir(dir)?;
-    // What an earlier pause left (its copies hold links of their own).
+    // What an earlier pause left (its copies are copies of their own).
     let base = dir.join(crate::ram::BASE);
     let _ = std::fs::remove_file(&base);
     let key = crate::template::key(cfg);
@@ -132,7 +132,7 @@ pub fn pause_to_disk(
     let ram = match &machine.ram {
         crate::ram::Ram::Shared(running) => {
             crate::ram::keep_as_base(running, &base)
-                .and_then(|()| crate::ram::open_up(&base))
+                .and_then(|()| crate::ram::seal(&base))
                 .map_err(snapshot::io("keep the memory file of", &base))?;
             true
         }
@@ -182,8 +182,8 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
     let opened = snapshot::open(&dir.join(STATE), &key)?;
     let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
-    // Its RAM: the base taken back as its running file again, or a copy
-    // of it where copies of this save map it.
+    // Its RAM: the base taken back as its running file again (no copy of
+    // this save links it: each has a file of its own).
     let mut taken = None;
     cfg.ram = crate::ram::Ram::Anonymous;
     if paused.ram {
@@ -194,9 +194,8 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
         snapshot::private_dir(&cfg.run_dir)?;
         let running = cfg.run_dir.join(crate::ram::BASE);
         let _ = std::fs::remove_file(&running);
-        let took = crate::ram::take_or_copy(dir, &running)
-            .map_err(snapshot::io("take the memory file of", dir))?;
-        taken = Some((running.clone(), took));
+        crate::ram::take(dir, &running).map_err(snapshot::io("take the memory file of", dir))?;
+        taken = Some(running.clone());
         cfg.ram = crate::ram::Ram::Shared(running);
     }
     let restored = Machine::launch(&cfg).and_then(|l| {
@@ -210,8 +209,8 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
     let m = match restored {
         Ok(m) => m,
         Err(e) => {
-            if let Some((running, took)) = taken {
-                crate::ram::give_back(dir, &running, took);
+            if let Some(running) = taken {
+                crate::ram::give_back(dir, &running);
             }
             return Err(e.into());
         }
@@ -273,7 +272,7 @@ pub(crate) fn restore_as_copy(
     hostname: &str,
 ) -> Result<Machine, Unresumed> {
     config.workspace_fs = crate::fsd::WorkspaceFs::NineP;
-    restore_copy(config, dir, timeout, hostname).map_err(|e| {
+    copy_of(config, dir, timeout, hostname, true).map_err(|e| {
         let _ = warden_workspace::fsutil::remove_tree(dir);
         Unresumed {
             why: warden_jail::chain_str(&e),
@@ -289,12 +288,25 @@ pub(crate) fn restore_as_copy(
 /// never draw the same numbers from the one saved pool), its clock is
 /// stepped to the host's, and it takes `hostname`; its shares, given back
 /// before the save, are mounted again from `cfg`'s. A guest that cannot
-/// is ended, never left half-restored.
+/// is ended, never left half-restored. Its RAM is a sparse copy of the
+/// saved base, a file of its own in its run directory.
 pub fn restore_copy(
     cfg: &Config,
     dir: &Path,
     timeout: Duration,
     hostname: &str,
+) -> Result<Machine, PauseError> {
+    copy_of(cfg, dir, timeout, hostname, false)
+}
+
+/// [`restore_copy`], the saved base taken (moved) as the copy's own file
+/// where `take` (a state made for this copy alone), else copied.
+fn copy_of(
+    cfg: &Config,
+    dir: &Path,
+    timeout: Duration,
+    hostname: &str,
+    take: bool,
 ) -> Result<Machine, PauseError> {
     let about = dir.join(ABOUT);
     let bytes = std::fs::read(&about).map_err(snapshot::io("read", &about))?;
@@ -323,17 +335,24 @@ pub fn restore_copy(
     let opened = snapshot::open(&dir.join(STATE), &key)?;
     let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
-    // The base mapped privately: pages shared with every other copy of
-    // this save until this guest writes them, and none of its writes
-    // reaching the file.
+    // A file of its own, mapped shared (this copy can be saved in turn):
+    // no other VMM holds it, and it holds no other VMM's file.
     cfg.ram = if paused.ram {
         let base =
             crate::ram::check_base(dir, cfg.memory_mib).map_err(|why| SnapshotError::Damaged {
                 path: dir.join(crate::ram::BASE),
                 why,
             })?;
-        crate::ram::open_up(&base).map_err(snapshot::io("open up", &base))?;
-        crate::ram::Ram::Private(base)
+        snapshot::private_dir(&cfg.run_dir)?;
+        let own = cfg.run_dir.join(crate::ram::BASE);
+        let _ = std::fs::remove_file(&own);
+        if take {
+            crate::ram::take(dir, &own)
+        } else {
+            crate::ram::copy_sparse(&base, &own)
+        }
+        .map_err(snapshot::io("copy the memory file of", dir))?;
+        crate::ram::Ram::Shared(own)
     } else {
         crate::ram::Ram::Anonymous
     };

@@ -1,6 +1,5 @@
 //! A guest's memory as a file: what lets a save leave the guest's RAM out
-//! of its stream, and copies of one saved guest share the pages none of
-//! them has changed.
+//! of its stream.
 //!
 //! A VM that can be saved ([`crate::pause::unsaveable`]) runs with its RAM
 //! in a file of its own run directory, mapped shared (QEMU's
@@ -10,26 +9,24 @@
 //! stream), so a save writes the devices' state only (a few hundred KB,
 //! where the whole RAM was 200 MB and more) and the RAM stays in the file,
 //! which the save then moves beside the stream as the guest's *base*
-//! ([`BASE`]). Restoring, a VMM maps a base *privately*
-//! (`share=off`): the pages come from the file through the page cache,
-//! shared by every VMM that maps the same file, until a guest writes one
-//! (then that page is the VMM's own, and the file never sees the write).
+//! ([`BASE`]), root's and owner-only ([`seal`]).
 //!
-//! The base is frozen: nothing maps it shared once it is a base. The VM
-//! that was saved takes its base back as its running file only where no
-//! copy was made of it ([`FROZEN`] marks one that was: it runs on from a
-//! copy of the base instead), so its later writes never reach a copy. Copies of
-//! one save hold one file between them ([`copy_saved`] links it, and
-//! copies the stream), made once per fork or snapshot, never per copy.
-//!
-//! QEMU 7.2 opens a memory file read-write even to map it privately
-//! (from 8.2 it falls back to read-only where it may not write): the VMM
-//! may write the one base file it maps (its jail grants no other). A guest
-//! cannot (its writes land in private pages); a VMM taken over by its
-//! guest could, and its siblings' unchanged pages would follow. A
-//! template's base is checked for that before each use ([`Stamp`]): any
-//! write since it was made changes its change time, which no one can set
-//! back, and the template is then made anew.
+//! No VMM ever holds a file another VMM maps. QEMU 7.2 opens its memory
+//! file read-write even to map it privately (a base handed to it as
+//! "read-only" would be read-only only by how it was handed): a VMM taken
+//! over by its guest could write it, and every VM mapping it would read
+//! the written pages where its guest had not written its own. So each VM
+//! runs on a file of its own, in its own run directory: a start from a
+//! template maps a sparse copy of the template's base ([`copy_sparse`]),
+//! each fork's or snapshot's copy of a save is a sparse copy of its own
+//! ([`copy_saved`]), and the VM that was saved takes its base back
+//! ([`take`]), which no copy links. A base is never in a VMM's Landlock
+//! rules, its root or the descriptors it is handed. The cost: copies of
+//! one save or of one template no longer share the pages none of them
+//! wrote (each holds its own in the page cache). A QEMU that maps a file
+//! privately from a read-only descriptor (8.2's `readonly=on,rom=off`), or
+//! the supervisor answering QEMU's open of a base with a read-only
+//! descriptor, would bring that sharing back safely.
 //!
 //! virtio-fs needs the guest's memory shared with virtiofsd (a memfd):
 //! such a VM cannot be saved at all and keeps anonymous memory.
@@ -43,26 +40,6 @@ use std::path::{Path, PathBuf};
 /// The base's name beside a saved stream, and the running file's in a
 /// VM's run directory.
 pub const BASE: &str = "memory.ram";
-/// On a base (an extended attribute of the file, so that it holds for
-/// every link of it and changes no snapshot's digest, which covers the
-/// files' names, modes and contents): copies of it were made
-/// ([`copy_saved`]), so the VM saved there must not map it shared again.
-const FROZEN: &str = "user.warden.frozen";
-
-/// Mark the base at `path` frozen ([`FROZEN`]).
-fn freeze(path: &Path) -> io::Result<()> {
-    rustix::fs::setxattr(path, FROZEN, b"1", rustix::fs::XattrFlags::empty()).map_err(Into::into)
-}
-
-/// Is the base at `path` frozen? Where that cannot be read, it is.
-fn is_frozen(path: &Path) -> bool {
-    let mut v = [0u8; 1];
-    !matches!(
-        rustix::fs::getxattr(path, FROZEN, &mut v),
-        Err(rustix::io::Errno::NODATA)
-    )
-}
-
 /// Where a VM's RAM lives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Ram {
@@ -73,8 +50,9 @@ pub enum Ram {
     /// This file of the VM's own, mapped shared: a save leaves it out of
     /// the stream (a fresh one is made when it does not exist).
     Shared(PathBuf),
-    /// A frozen base, mapped privately: the guest's writes stay in the
-    /// VMM's own pages.
+    /// This file of the VM's own (a copy of a template's base, for a VM
+    /// that cannot be saved), mapped privately: the guest's writes stay in
+    /// the VMM's own pages, never written back to the disk.
     Private(PathBuf),
 }
 
@@ -196,20 +174,15 @@ fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Let every VMM open the base at `path` (see [`crate::ram`]: QEMU 7.2
-/// opens it read-write), whatever user it runs as. Its directories are
-/// warden's alone: a VMM reaches it only through the descriptor it is
-/// handed. Rootless, every VMM is warden's own user already.
-pub(crate) fn open_up(path: &Path) -> io::Result<()> {
-    if !warden_jail::host::is_root() {
-        return Ok(());
-    }
+/// Make the file at `path` (a base, or a saved memory file: no VMM opens
+/// it) root's and owner-only where warden runs as root, owner-only
+/// otherwise.
+pub(crate) fn seal(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let m = std::fs::metadata(path)?;
-    if m.permissions().mode() & 0o777 == 0o666 {
-        return Ok(());
+    if warden_jail::host::is_root() {
+        std::os::unix::fs::chown(path, Some(0), Some(0))?;
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
 }
 
 /// Move the running file `from` (its VMM has ended) to `to`, a base now:
@@ -226,26 +199,17 @@ pub(crate) fn keep_as_base(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 /// The base in `dir` as the running file `to` of the VM saved there: taken
-/// (renamed) when no copy was made of it, else copied, the base staying
-/// frozen for the copies. `Ok(true)`: taken (see [`give_back`]).
-pub(crate) fn take_or_copy(dir: &Path, to: &Path) -> io::Result<bool> {
-    let base = dir.join(BASE);
-    if is_frozen(&base) {
-        copy_sparse(&base, to)?;
-        Ok(false)
-    } else {
-        keep_as_base(&base, to)?;
-        Ok(true)
-    }
+/// (renamed; no copy links it, [`copy_saved`] copies). See [`give_back`].
+pub(crate) fn take(dir: &Path, to: &Path) -> io::Result<()> {
+    keep_as_base(&dir.join(BASE), to)
 }
 
-/// Undo a [`take_or_copy`] whose restore failed: the state stays whole
-/// for another try.
-pub(crate) fn give_back(dir: &Path, running: &Path, taken: bool) {
-    if taken {
-        let _ = keep_as_base(running, &dir.join(BASE));
-    } else {
-        let _ = std::fs::remove_file(running);
+/// Undo a [`take`] whose restore failed: the state stays whole for
+/// another try.
+pub(crate) fn give_back(dir: &Path, running: &Path) {
+    let base = dir.join(BASE);
+    if keep_as_base(running, &base).is_ok() {
+        let _ = seal(&base);
     }
 }
 
@@ -266,29 +230,19 @@ pub(crate) fn check_base(dir: &Path, mib: u64) -> Result<PathBuf, String> {
 
 /// Copy the VM state saved in `src` (a pause to disk: its stream, record
 /// and the rest) into the new directory `dst`, where it is restored as a
-/// copy ([`crate::pause::restore_copy`]). The base is linked, not copied
-/// (one file for all the copies of one save, whose pages they share),
-/// where both lie on one file system and the base could be marked
-/// [`FROZEN`] first (else it is copied: never a link the source could
-/// take back and map shared).
+/// copy ([`crate::pause::restore_copy`]). Every file is copied, the base
+/// sparsely (a reflink where the file system has them): never a link,
+/// which the saved VM would take back and write, or which two copies'
+/// VMMs would both hold.
 pub fn copy_saved(src: &Path, dst: &Path) -> io::Result<()> {
     crate::snapshot::private_dir(dst).map_err(io::Error::other)?;
     let done = (|| {
         for e in std::fs::read_dir(src)? {
             let e = e?;
-            let name = e.file_name();
             if !e.file_type()?.is_file() {
                 continue;
             }
-            let to = dst.join(&name);
-            if name == BASE && freeze(&e.path()).is_ok() {
-                match std::fs::hard_link(e.path(), &to) {
-                    Ok(()) => continue,
-                    Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            copy_sparse(&e.path(), &to)?;
+            copy_sparse(&e.path(), &dst.join(e.file_name()))?;
         }
         Ok(())
     })();
@@ -345,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn copies_of_a_save_link_one_base_and_the_saved_vm_then_copies_rather_than_takes_it() {
+    fn copies_of_a_save_are_files_of_their_own_and_the_saved_vm_takes_its_base_back() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("saved");
         std::fs::create_dir(&src).unwrap();
@@ -355,25 +309,23 @@ mod tests {
         copy_saved(&src, &a).unwrap();
         copy_saved(&src, &b).unwrap();
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
-        assert_eq!(ino(&a.join(BASE)), ino(&src.join(BASE)));
-        assert_eq!(ino(&b.join(BASE)), ino(&src.join(BASE)));
-        assert_ne!(ino(&a.join("vm.vmstate")), ino(&src.join("vm.vmstate")));
+        let base = ino(&src.join(BASE));
+        assert_ne!(ino(&a.join(BASE)), base);
+        assert_ne!(ino(&b.join(BASE)), base);
+        assert_ne!(ino(&a.join(BASE)), ino(&b.join(BASE)));
         // Nothing was added to the source's directory (a snapshot's
         // digest covers its files).
         assert_eq!(std::fs::read_dir(&src).unwrap().count(), 2);
-        // The source's resume maps a copy of its own, never the base the
-        // copies map.
+        // The source's resume takes its base back; the copies' files are
+        // not it.
         let running = d.path().join("running");
-        assert!(!take_or_copy(&src, &running).unwrap());
-        assert_ne!(ino(&running), ino(&a.join(BASE)));
-        assert!(src.join(BASE).exists());
-        // Without copies, the base is taken back as it is.
-        let c = d.path().join("c");
-        std::fs::create_dir(&c).unwrap();
-        fresh(&c.join(BASE), 4).unwrap();
-        let base = ino(&c.join(BASE));
-        let running = d.path().join("running-c");
-        assert!(take_or_copy(&c, &running).unwrap());
+        take(&src, &running).unwrap();
         assert_eq!(ino(&running), base);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&running)
+            .unwrap();
+        f.write_all_at(b"later", 0).unwrap();
+        assert_eq!(&std::fs::read(a.join(BASE)).unwrap()[..5], &[0u8; 5]);
     }
 }

@@ -241,11 +241,11 @@ pub fn restore(
     )?)
 }
 
-/// The RAM a VM restored from the template at `state` runs with: the
-/// template's base mapped privately (shared with every VM of the
-/// template until each writes its pages), or, for a VM that keeps a file
-/// of its own to be saved from ([`crate::ram::for_config`]), a copy of the
-/// base as that file. A base written since it was made is refused.
+/// The RAM a VM restored from the template at `state` runs with: a sparse
+/// copy of the template's base in its own run directory (no VMM ever
+/// holds the base itself, see [`crate::ram`]), mapped shared by a VM that
+/// can be saved from it ([`crate::ram::for_config`]), privately by one
+/// that cannot. A base changed since it was made is refused.
 fn ram_for(cfg: &Config, state: &Path) -> Result<crate::ram::Ram, SnapshotError> {
     let base = ram_path(state);
     let damaged = |why: String| SnapshotError::Damaged {
@@ -265,25 +265,23 @@ fn ram_for(cfg: &Config, state: &Path) -> Result<crate::ram::Ram, SnapshotError>
     if now.size != cfg.memory_mib << 20 {
         return Err(damaged("its memory file is not of the guest's size".into()));
     }
-    match &cfg.ram {
-        crate::ram::Ram::Shared(own) => {
-            snapshot::private_dir(&cfg.run_dir)?;
-            let _ = std::fs::remove_file(own);
-            crate::ram::copy_sparse(&base, own).map_err(snapshot::io("copy", &base))?;
-            Ok(crate::ram::Ram::Shared(own.clone()))
-        }
-        _ => Ok(crate::ram::Ram::Private(base)),
-    }
+    snapshot::private_dir(&cfg.run_dir)?;
+    let own = cfg.run_dir.join(crate::ram::BASE);
+    let _ = std::fs::remove_file(&own);
+    crate::ram::copy_sparse(&base, &own).map_err(snapshot::io("copy", &base))?;
+    Ok(match &cfg.ram {
+        crate::ram::Ram::Shared(_) => crate::ram::Ram::Shared(own),
+        _ => crate::ram::Ram::Private(own),
+    })
 }
 
 /// Make the saved guest's RAM file `running` the base of the template at
-/// `state`, openable by every VM's VMM (whatever user it runs as: the
-/// directory is warden's alone, and a VMM reaches the file only through
-/// the descriptor it is handed), with its stamp.
+/// `state`, root's and owner-only (no VMM opens it: each VM maps a copy
+/// of its own), with its stamp.
 fn place_base(running: &Path, state: &Path) -> Result<(), SnapshotError> {
     let base = ram_path(state);
     crate::ram::keep_as_base(running, &base).map_err(snapshot::io("keep the memory of", &base))?;
-    crate::ram::open_up(&base).map_err(snapshot::io("open up", &base))?;
+    crate::ram::seal(&base).map_err(snapshot::io("seal", &base))?;
     let stamp = crate::ram::Stamp::of(&base).map_err(snapshot::io("read", &base))?;
     let at = stamp_path(state);
     std::fs::write(&at, serde_json::to_vec(&stamp).unwrap_or_default())

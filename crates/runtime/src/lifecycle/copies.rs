@@ -446,9 +446,8 @@ fn fork_as(
 /// the channel's half-read frame) into `to`'s directory, where its first
 /// start restores it as a copy. The state holds the guest's memory,
 /// secrets included: it stays in the sandbox's owner-only directory. The
-/// guest's RAM file is linked, not copied: every copy of one save maps
-/// the one frozen file, and shares the pages no copy has written
-/// (`warden_vm::ram`).
+/// guest's RAM file is a sparse copy of its own, never a link: no VMM
+/// holds a file another maps (`warden_vm::ram`).
 fn copy_memory(saved: &Path, to: &Sandbox) -> Result<(), LifecycleError> {
     let dst = to.dir().join(crate::supervisor::VM_COPY);
     warden_vm::ram::copy_saved(saved, &dst).map_err(|e| {

@@ -429,8 +429,9 @@ mod tests {
             .argv(&h)
             .iter()
             .any(|x| x.starts_with("microvm,") && x.ends_with(",memory-backend=mem")));
-        // A base: the guest's writes land in the VMM's own pages.
-        c.ram = crate::ram::Ram::Private(PathBuf::from("/saved/memory.ram"));
+        // A VM that cannot be saved, on its own copy of a template's base:
+        // the guest's writes land in the VMM's own pages.
+        c.ram = crate::ram::Ram::Private(PathBuf::from("/run-dir/memory.ram"));
         assert_eq!(
             objects(&c, &h),
             ["memory-backend-file,id=mem,size=256M,mem-path=/proc/self/fd/15,share=off"]

@@ -329,12 +329,9 @@ impl HandedFiles {
                         })?;
                     }
                     // QEMU 7.2 opens it read-write, to map it privately as
-                    // well (see `crate::ram`): a VM's own file becomes its
-                    // VMM's user's; a base was opened up when it was made
-                    // one (a change of owner would change its stamp).
-                    if matches!(cfg.ram, crate::ram::Ram::Shared(_)) {
-                        give(p)?;
-                    }
+                    // well (see `crate::ram`): it is always the VM's own
+                    // file (never a base), and becomes its VMM's user's.
+                    give(p)?;
                     Some(open(p, false)?)
                 }
             },

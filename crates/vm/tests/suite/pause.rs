@@ -318,16 +318,88 @@ fn marker(guest: &warden_vm::machine::Machine, id: u64, n: u64) -> String {
     word
 }
 
-/// One save, two copies of it running at once: their VMMs map the one
-/// frozen memory file privately, so the pages neither has written are
-/// held once (their PSS together well under twice one copy's RSS), a
-/// copy's writes reach neither the file nor the other copy, and the saved
-/// VM, resumed, runs from a copy of the file: its own later writes never
-/// reach the copies' base. Before, each copy read the whole stream into
-/// memory of its own (209-240 MB PSS a copy, nothing shared).
+/// The processes of a VM (`pid`, its keeper, and their children: QEMU).
+fn vmm_pids(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let p = all[i];
+        if let Ok(c) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
+            all.extend(c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+        i += 1;
+    }
+    all
+}
+
+/// Does any process of the VM `pid` hold the file `path` open or mapped?
+fn vmm_holds(pid: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let want = std::fs::metadata(path).unwrap();
+    let key = (want.dev(), want.ino());
+    vmm_pids(pid).into_iter().any(|p| {
+        let fds = std::fs::read_dir(format!("/proc/{p}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path());
+        let maps = std::fs::read_dir(format!("/proc/{p}/map_files"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path());
+        fds.chain(maps)
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .any(|m| (m.dev(), m.ino()) == key)
+    })
+}
+
+/// Can a process with the identity of the VM `pid`'s QEMU open `path` for
+/// writing? (Root only: the identity is taken with setuid.)
+fn vmm_identity_may_write(pid: u32, path: &std::path::Path) -> Option<bool> {
+    use std::os::unix::process::CommandExt;
+    if !warden_jail::host::is_root() {
+        return None;
+    }
+    let qemu = *vmm_pids(pid).last()?;
+    let status = std::fs::read_to_string(format!("/proc/{qemu}/status")).ok()?;
+    let id = |k: &str| -> Option<u32> {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let (uid, gid) = (id("Uid:")?, id("Gid:")?);
+    let ok = std::process::Command::new("sh")
+        .args(["-c", "exec 3<>\"$0\"", &path.display().to_string()])
+        .uid(uid)
+        .gid(gid)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    Some(ok)
+}
+
+/// One save, two copies of it running at once: each copy's VMM runs on a
+/// memory file of its own (two inodes, neither the base), holds no base
+/// open or mapped, and could not open one for writing with its identity
+/// (a base is root's, owner-only): a VMM taken over by its guest can no
+/// longer write pages another VM reads. A copy's writes reach neither the
+/// base nor the other copy, and the saved VM, resumed, takes its base
+/// back: its later writes never reach a copy. Before, the copies' VMMs
+/// all mapped one hard-linked base, mode 0666, opened read-write by QEMU
+/// 7.2: a write through one VMM's descriptor changed the memory every
+/// other copy read. The copies no longer share their unwritten pages (PSS
+/// per copy printed for docs/performance.md).
 #[test]
 #[ignore]
-fn copies_of_one_save_share_the_pages_none_wrote_and_no_write_reaches_the_base_or_another_copy() {
+fn copies_of_one_save_run_on_files_of_their_own_no_vmm_can_write_a_base_and_no_write_reaches_the_base_or_another_copy(
+) {
+    use std::os::unix::fs::MetadataExt;
     use warden_vm::ram;
     let tree = tempfile::tempdir().unwrap();
     let Some(cfg) = config("pause-share") else {
@@ -374,14 +446,38 @@ fn copies_of_one_save_share_the_pages_none_wrote_and_no_write_reaches_the_base_o
             "a copy's counter went back: {before} then {now}"
         );
     }
+    let (own_a, own_b) = (
+        state.path().join("run-a").join(ram::BASE),
+        state.path().join("run-b").join(ram::BASE),
+    );
+    let ino = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    assert_ne!(ino(&own_a), ino(&own_b), "two copies run on one file");
+    for (g, own) in [(&a, &own_a), (&b, &own_b)] {
+        assert!(
+            vmm_holds(g.pid(), own),
+            "a copy's VMM is not on its own file"
+        );
+        for other in [&base, &a_dir.join(ram::BASE), &b_dir.join(ram::BASE)] {
+            assert_ne!(ino(own), ino(other));
+            assert!(!vmm_holds(g.pid(), other), "a copy's VMM holds a base");
+            assert_eq!(
+                vmm_identity_may_write(g.pid(), other),
+                if warden_jail::host::is_root() {
+                    Some(false)
+                } else {
+                    None
+                },
+                "a copy's VMM's user may write {}",
+                other.display()
+            );
+        }
+    }
+    let meta = std::fs::metadata(&base).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600, "a base is not owner-only");
     std::thread::sleep(Duration::from_secs(2));
     let (pa, pb) = (pss_kb(a.pid()), pss_kb(b.pid()));
     let (ra, rb) = (rss_kb(a.pid()), rss_kb(b.pid()));
     eprintln!("two copies: PSS {pa} kB and {pb} kB, RSS {ra} kB and {rb} kB");
-    assert!(
-        (pa + pb) * 4 < ra.max(rb) * 2 * 3,
-        "the copies share nothing: PSS {pa} + {pb} kB against RSS {ra} and {rb} kB"
-    );
 
     // A copy's write: in its own pages only.
     let word = marker(&a, 4, 4100 + u64::from(std::process::id()));
@@ -391,7 +487,7 @@ fn copies_of_one_save_share_the_pages_none_wrote_and_no_write_reaches_the_base_o
         !file_holds(&base, word.as_bytes()),
         "a copy's write reached the base"
     );
-    // The saved VM resumed: from a copy of the base, which the copies keep.
+    // The saved VM resumed: it takes its base back, which no copy holds.
     let mut c = cfg.clone();
     c.run_dir = state.path().join("run-parent");
     let parent = pause::restore(&c, &dir, BOOT).unwrap();
@@ -402,10 +498,12 @@ fn copies_of_one_save_share_the_pages_none_wrote_and_no_write_reaches_the_base_o
         file_holds(&c.run_dir.join(ram::BASE), word.as_bytes()),
         "the resumed VM's own RAM file does not hold its write"
     );
-    assert!(
-        !file_holds(&a_dir.join(ram::BASE), word.as_bytes()),
-        "the resumed VM's write reached its copies' base"
-    );
+    for own in [&own_a, &own_b] {
+        assert!(
+            !file_holds(own, word.as_bytes()),
+            "the resumed VM's write reached a copy's file"
+        );
+    }
     let (seen, _) = run(&b, 5, "cat /tmp/m");
     assert!(!seen.contains(&word), "{seen}");
     drop((a, b, parent));

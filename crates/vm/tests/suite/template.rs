@@ -149,14 +149,18 @@ fn holder_of(path: &std::path::Path) -> Option<i32> {
     None
 }
 
-/// A VMM taken over by its guest may write the template's memory file it
-/// maps (QEMU 7.2 opens it read-write, see `warden_vm::ram`): the next
-/// start sees the file changed since the template was made and refuses
-/// it, before any guest runs from it.
+/// A VM started from a template runs on a copy of its own: no process
+/// holds the template's memory file while it runs, and the file is
+/// owner-only (before, every VMM of every owner mapped it, mode 0666,
+/// opened read-write by QEMU 7.2, so one VMM's write reached every other
+/// VM's unwritten pages). Should it still be written (by the host), the
+/// next start sees it changed since the template was made and refuses it,
+/// before any guest runs from it.
 #[test]
 #[ignore]
 fn a_template_whose_memory_file_was_written_is_refused_before_its_guest_runs() {
     use std::os::unix::fs::FileExt;
+    use std::os::unix::fs::PermissionsExt;
     let Some(mut cfg) = config("tmpl-ram") else {
         return;
     };
@@ -165,9 +169,12 @@ fn a_template_whose_memory_file_was_written_is_refused_before_its_guest_runs() {
     let dir = template::dir().unwrap();
     let state = dir.join(format!("template-{key}.vmstate"));
     let (m, _) = template::start(&cfg, BOOT).unwrap();
-    drop(m);
     let ram = template::ram_path(&state);
     assert!(ram.is_file(), "no memory file beside the template");
+    assert_eq!(holder_of(&ram), None, "a process holds the template's base");
+    let mode = std::fs::metadata(&ram).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the template's base is not owner-only");
+    drop(m);
     // The same bytes written back: the size and content stay, the file's
     // change time does not.
     let f = std::fs::OpenOptions::new()
