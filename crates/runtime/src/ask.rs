@@ -497,7 +497,7 @@ fn same_as(q: &Question) -> (String, u16, Option<String>) {
 /// byte-order mark: Unicode's format characters) written as `\u{..}`,
 /// so the text on screen is the name, character for character. A `\`
 /// is written `\\`, so a name cannot spell an escape it does not hold.
-pub fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c == '\\' {

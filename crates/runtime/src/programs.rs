@@ -143,6 +143,13 @@ pub fn is_program_entry(path: &str) -> bool {
             .any(|c| c.is_empty() || c == "." || c == "..")
 }
 
+/// `program` as a person is shown it: the sandbox chose it, so its
+/// control and format characters are written `\u{..}` (as the questions
+/// show it).
+pub fn shown(program: &str) -> String {
+    crate::ask::printable(program)
+}
+
 /// `program`, when it may be kept as an "always" ([`is_program_entry`]):
 /// checked again where it is written, whoever asked.
 fn checked(program: &str) -> Result<(), ProgramsError> {

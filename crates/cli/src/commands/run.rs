@@ -209,6 +209,7 @@ impl ProgramsSaved {
             .unwrap_or_default()
             .into_iter()
             .filter(|p| !self.before.contains(p))
+            .map(|p| warden_runtime::programs::shown(&p))
             .collect();
         if !new.is_empty() {
             let whose = match keep {

@@ -212,7 +212,8 @@ fn a_named_sandboxs_approval_always_goes_into_its_profiles_allow_exec() {
 }
 
 #[test]
-fn a_program_whose_path_holds_a_bidi_override_is_asked_about_with_the_override_shown_escaped() {
+fn a_program_whose_path_holds_a_bidi_override_is_asked_about_and_listed_with_it_escaped_and_kept_whole(
+) {
     if !available() {
         return;
     }
@@ -222,14 +223,16 @@ fn a_program_whose_path_holds_a_bidi_override_is_asked_about_with_the_override_s
     // the question would show another name than the program's.
     let program = dir.path().join("x\u{202e}di");
     std::fs::copy("/usr/bin/id", &program).unwrap();
+    let profile = dir.path().join("agent.yaml");
+    std::fs::write(&profile, "process:\n  allow_exec:\n    - sh\n").unwrap();
     let mut term = TestTerminal::open(24, 200);
     let mut cmd = Command::new(warden_bin());
     cmd.env("WARDEN_STATE_DIR", state.path())
-        .args(["run", "--no-audit-log", "--ask", "--allow-exec", "sh"])
-        .args(["--ro", dir.str()])
+        .args(["run", "--no-audit-log", "--ask", "--ask-save", "profile"])
+        .args(["-P", profile.to_str().unwrap(), "--ro", dir.str()])
         .args(["--", "sh", "-c"])
         .arg(format!(
-            "{}/x*; s=$?; echo \"status=$s\"; read x; exit $s",
+            "{}/x* 2>/dev/null; s=$?; echo \"status=$s\"; read x; exit $s",
             dir.str()
         ));
     let mut child = term.spawn(&mut cmd);
@@ -241,9 +244,21 @@ fn a_program_whose_path_holds_a_bidi_override_is_asked_about_with_the_override_s
         "the override reached the terminal: {asked}"
     );
     std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"deny\r").unwrap();
-    let said = term.expect("denied", Duration::from_secs(20));
+    term.master.write_all(b"always\r").unwrap();
+    let said = term.expect("allowed always", Duration::from_secs(20));
     term.master.write_all(b"\r").unwrap();
+    let rest = term.expect("answered always", Duration::from_secs(20));
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(126), "{asked}{said}");
+    let all = format!("{asked}{said}{rest}");
+    assert_eq!(status.code(), Some(126), "{all}");
+    // The run's end lists the program kept, escaped as it was asked.
+    let listed = format!("{}/x\\u{{202e}}di", dir.str());
+    assert!(rest.contains(&listed), "{all}");
+    assert!(
+        !all.contains('\u{202e}'),
+        "the override reached the terminal: {all}"
+    );
+    // What is kept is the real path, whole.
+    let kept = std::fs::read_to_string(&profile).unwrap();
+    assert!(kept.contains(program.to_str().unwrap()), "{kept}");
 }
