@@ -810,6 +810,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unsaved_mark_names_its_writer_by_start_time_not_by_pid_alone() {
+        let pid = std::process::id();
+        let ticks = live_start_ticks(pid).expect("this process's start time");
+        let mark = UnsavedMark {
+            pid,
+            fd: 0,
+            start_ticks: ticks,
+            dev: 0,
+        };
+        assert!(mark.writer_alive());
+        assert_eq!(UnsavedMark::parse(&mark.text()), Some(mark));
+        // The same PID started at another time is another process.
+        let recycled = UnsavedMark {
+            start_ticks: ticks + 1,
+            ..mark
+        };
+        assert!(!recycled.writer_alive());
+        assert_eq!(recycled.live_upper(), None);
+        // An older warden's mark ("PID FD") names no identity: never followed.
+        assert_eq!(UnsavedMark::parse(&format!("{pid} 0\n")), None);
+    }
+
+    #[test]
     fn names_follow_the_documented_pattern() {
         for ok in ["a", "0", "my-box", "a.b_c-d", &"x".repeat(63)] {
             assert!(validate_name("sandbox name", ok).is_ok(), "{ok}");
