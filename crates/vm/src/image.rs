@@ -273,6 +273,10 @@ pub fn initramfs(
     let memo = crate::initmemo::key(&init, interpreter(&head).as_deref(), kernel, root, &libs);
     if let Some(found) = crate::initmemo::lookup(cache, &memo) {
         mark_used(&found);
+        // Found without building, the cache is still swept at each start:
+        // half images of dead builders and images unused for `UNUSED`
+        // would otherwise stay for ever on a host that builds no more.
+        sweep(cache, &found, UNUSED);
         return Ok(found);
     }
     let init_bytes = std::fs::read(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
