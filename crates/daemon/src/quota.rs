@@ -112,7 +112,7 @@ fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
     }
 }
 
-fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
+pub(crate) fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
     warden_runtime::state::stored_spec(sb.dir())
 }
 
@@ -184,7 +184,18 @@ pub(crate) fn within_host_defaults(
     new: &Sandbox,
     profiles: &[String],
 ) -> Result<(), ApiError> {
-    let (memory, disk) = sizes_of(new);
+    sizes_within_host_defaults(app, sizes_of(new), profiles)
+}
+
+/// Whether a token's sandbox of these sizes (memory limit, disk budget)
+/// stays within what the host gives a sandbox by default, or what the
+/// owner's `profiles` set above it now: a copy's spec is held to it as a
+/// create's is.
+pub(crate) fn sizes_within_host_defaults(
+    app: &App,
+    (memory, disk): (u64, Option<u64>),
+    profiles: &[String],
+) -> Result<(), ApiError> {
     let host_memory = app.defaults.memory;
     let most = ceiling(app, Field::Memory, host_memory, profiles);
     if memory > most {
@@ -257,8 +268,23 @@ fn tally_of(sb: &Sandbox) -> Tally {
 /// files only reserved more than it used, and gives it back when each
 /// copy is counted as itself.
 fn copy_disk(source: &Sandbox) -> u64 {
-    use warden_runtime::backend::Backend;
     let budget = sizes_of(source).1.unwrap_or(0);
+    let (files, memory) = held_files_and_memory(source);
+    budget.max(files).saturating_add(memory)
+}
+
+/// What a snapshot of `source` will hold, measured before anything is
+/// copied: its layer and home, and the VM memory it keeps (what lies
+/// saved already, else a running VM's guest RAM, the most it takes).
+pub(crate) fn snapshot_disk(source: &Sandbox) -> u64 {
+    let (files, memory) = held_files_and_memory(source);
+    files.saturating_add(memory)
+}
+
+/// The bytes of `source`'s layer and home, and of the VM memory a copy
+/// of it carries.
+fn held_files_and_memory(source: &Sandbox) -> (u64, u64) {
+    use warden_runtime::backend::Backend;
     let state = warden_workspace::saved::StateOf::of(source);
     let files = warden_workspace::fsutil::tree_size(&state.upper).saturating_add(
         state
@@ -280,7 +306,7 @@ fn copy_disk(source: &Sandbox) -> u64 {
         }
         _ => 0,
     };
-    budget.max(files).saturating_add(memory)
+    (files, memory)
 }
 
 /// A fork's quota, held from before its copies are made until each is
@@ -322,12 +348,11 @@ pub(crate) fn reserve<'a>(
     // Measured before the lock: the walk of a large layer holds up no
     // other token's check.
     let disk = copy_disk(source);
-    let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
     let each = Tally {
         disk,
         ..tally_of(source)
     };
-    check(app, token, None, each.times(count)).map_err(|mut e| {
+    reserve_tally(app, token, each, count).map_err(|mut e| {
         if e.status == StatusCode::TOO_MANY_REQUESTS
             && e.problem.field.as_deref() == spec_pointer(Field::Disk).as_deref()
         {
@@ -337,7 +362,23 @@ pub(crate) fn reserve<'a>(
             ));
         }
         e
-    })?;
+    })
+}
+
+/// Reserve, for `token`, `count` times `each` under [`App::quota_lock`],
+/// checked as a create is against what the token has and what is
+/// reserved already: 429 (or 507 for the host's disk) when it would not
+/// fit, and then nothing is reserved. Forks, snapshots and sandboxes made
+/// from snapshots reserve through here, so a create and any of them at
+/// once cannot each pass alone.
+pub(crate) fn reserve_tally<'a>(
+    app: &'a App,
+    token: &TokenRow,
+    each: Tally,
+    count: u64,
+) -> Result<Reservation<'a>, ApiError> {
+    let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
+    check(app, token, None, each.times(count))?;
     app.pending.change(&token.id, |t| t.plus(each.times(count)));
     Ok(Reservation {
         app,
@@ -345,6 +386,57 @@ pub(crate) fn reserve<'a>(
         each,
         left: count,
     })
+}
+
+/// A snapshot's disk, reserved for `token` from before its copy is made
+/// until it is counted as itself (its reservation dropped when the save
+/// is done or failed): `bytes` of the disk quota, no sandbox.
+pub(crate) fn reserve_snapshot<'a>(
+    app: &'a App,
+    token: &TokenRow,
+    bytes: u64,
+) -> Result<Reservation<'a>, ApiError> {
+    let each = Tally {
+        disk: bytes,
+        ..Tally::default()
+    };
+    reserve_tally(app, token, each, 1).map_err(|mut e| {
+        e.problem.message.push_str(&format!(
+            " (a snapshot: it holds {}, its source's layer and home and a VM's saved memory)",
+            format_size(bytes)
+        ));
+        e
+    })
+}
+
+/// The sandbox a copy of a snapshot makes, reserved for `token` before
+/// it is copied: one sandbox of the snapshot's memory, and of disk its
+/// budget or the snapshot's bytes, whichever is more.
+pub(crate) fn reserve_from_snapshot<'a>(
+    app: &'a App,
+    token: &TokenRow,
+    spec: &warden_policy::SandboxSpec,
+    bytes: u64,
+) -> Result<Reservation<'a>, ApiError> {
+    let budget = spec.filesystem.disk.map_or(0, |d| d.bytes);
+    let each = Tally {
+        sandboxes: 1,
+        memory: memory_held(spec),
+        disk: budget.max(bytes),
+        host_disk: spec
+            .filesystem
+            .disk
+            .filter(|d| d.asked)
+            .map_or(0, |d| d.bytes),
+    };
+    reserve_tally(app, token, each, 1)
+}
+
+impl Reservation<'_> {
+    /// The disk this reservation still holds.
+    pub(crate) fn disk(&self) -> u64 {
+        self.each.disk.saturating_mul(self.left)
+    }
 }
 
 /// Whether the token may have the sandbox `new` (just made) besides the

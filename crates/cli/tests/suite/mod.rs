@@ -12,6 +12,7 @@ mod changes_api;
 mod cidr_attacks;
 mod connect_inside;
 mod copies_keep;
+mod copy_grants;
 mod copy_records;
 mod credential_attacks;
 mod daemon;

@@ -27,6 +27,8 @@ use crate::body::Body;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError, Problem};
 
+mod grants;
+
 /// The most sandboxes one fork makes.
 const MAX_FORK: usize = 16;
 
@@ -102,11 +104,13 @@ fn owner_of(caller: &Caller) -> Owner<'_> {
 }
 
 /// The bytes of disk the caller's quota has room for (the owner: no
-/// quota), asked when a copy is about to be made.
-fn room_of<'a>(app: &'a App, caller: &'a Caller) -> impl Fn() -> u64 + 'a {
+/// quota), asked when a copy is about to be made: what is free of it,
+/// and what this copy reserved of it already (`held`: counted in
+/// every other check meanwhile, [`crate::quota::reserve_tally`]).
+fn room_of<'a>(app: &'a App, caller: &'a Caller, held: u64) -> impl Fn() -> u64 + 'a {
     move || match caller {
         Caller::Owner => u64::MAX,
-        Caller::Token(t) => crate::quota::disk_room(app, t),
+        Caller::Token(t) => crate::quota::disk_room(app, t).saturating_add(held),
     }
 }
 
@@ -168,9 +172,23 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
     let snap = blocking(move || {
         let sb = app.sandbox(&id)?;
-        let room = room_of(&app, &caller);
+        // A token's snapshot reserves what it will hold under the quota's
+        // lock before anything is copied, as a fork does: creates and
+        // forks meanwhile count it, and it counts them. Given back once
+        // the snapshot is counted as itself, or failed.
+        let reserved = match &caller {
+            Caller::Token(t) => Some(crate::quota::reserve_snapshot(
+                &app,
+                t,
+                crate::quota::snapshot_disk(&sb),
+            )?),
+            Caller::Owner => None,
+        };
+        let held = reserved.as_ref().map_or(0, |r| r.disk());
+        let room = room_of(&app, &caller, held);
         let info = lifecycle::snapshot(&app.store, &sb, &body.name, owner_of(&caller), &room)
             .map_err(refused)?;
+        drop(reserved);
         Ok(shown(info, &caller))
     })
     .await?;
@@ -220,6 +238,15 @@ fn adopt(
     reserved: Option<&mut crate::quota::Reservation<'_>>,
 ) -> Result<SandboxInfo, ApiError> {
     let id = sb.name().to_string();
+    // A token's copy keeps only what the owner grants a token now (its
+    // source's grants are not replayed: [`grants`]); the owner's copies
+    // keep what the owner gave.
+    if let Caller::Token(_) = caller {
+        if let Err(e) = copy_granted(app, sb) {
+            let _ = lifecycle::remove(&app.store, &id, true);
+            return Err(e);
+        }
+    }
     let one_at_a_time = app.quota_lock.lock();
     if let Some(r) = reserved {
         r.take_one();
@@ -268,7 +295,19 @@ pub async fn sandbox_from(
     Body(body): Body<FromSnapshot>,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
     let info = blocking(move || {
-        let room = room_of(&app, &caller);
+        // A token's copy is checked against what the owner grants now,
+        // and its quota reserved, before anything is copied: a snapshot
+        // that no longer holds, or does not fit, makes nothing.
+        let mut reserved = match &caller {
+            Caller::Token(t) => {
+                let (spec, profile, bytes) = snapshot_spec(&app, &caller, &snap)?;
+                grants::still_granted(&app, &spec, profile.as_deref(), &body.name)?;
+                Some(crate::quota::reserve_from_snapshot(&app, t, &spec, bytes)?)
+            }
+            Caller::Owner => None,
+        };
+        let held = reserved.as_ref().map_or(0, |r| r.disk());
+        let room = room_of(&app, &caller, held);
         let sb = lifecycle::create_from_snapshot(
             &app.store,
             &body.name,
@@ -277,10 +316,50 @@ pub async fn sandbox_from(
             &room,
         )
         .map_err(refused)?;
-        adopt(&app, &caller, &sb, body.start.unwrap_or(true), None)
+        adopt(
+            &app,
+            &caller,
+            &sb,
+            body.start.unwrap_or(true),
+            reserved.as_mut(),
+        )
     })
     .await?;
     Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// The spec snapshot `snap` of the caller's keeps, the owner's profile
+/// its source was made from, and its bytes; read before a copy is made
+/// (the copy reads it again, digest checked: a spec changed between the
+/// two is refused there, and the copy is checked again once made).
+fn snapshot_spec(
+    app: &App,
+    caller: &Caller,
+    snap: &str,
+) -> Result<(warden_policy::SandboxSpec, Option<String>, u64), ApiError> {
+    let saved = warden_workspace::saved::Saved::open(app.store.root())
+        .map_err(|e| refused(LifecycleError::from(e)))?;
+    let info = saved
+        .get(snap, &owner_of(caller).label())
+        .map_err(|e| refused(LifecycleError::from(e)))?;
+    let stored: warden_runtime::state::Stored =
+        warden_runtime::state::read_json(&saved.dir(&info).join("spec.json")).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "damaged",
+                format!("snapshot {snap} is damaged: {}", chain(&e)),
+            )
+        })?;
+    Ok((stored.spec, info.profile, info.bytes))
+}
+
+/// Whether a token's copy `sb`, just made, reaches nothing of the host
+/// the owner does not grant a token now ([`grants::still_granted`]).
+fn copy_granted(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiError> {
+    let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
+        ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
+    })?;
+    grants::still_granted(app, &spec, sb.meta().profile.as_deref(), sb.name())
 }
 
 /// What a fork of sandbox `source` carries, as its log says it.
@@ -321,10 +400,15 @@ pub async fn fork(
     let made = blocking(move || {
         let sb = app.sandbox(&id)?;
         let live = lifecycle::liveness(&sb).running();
-        // A token's quota for every copy is reserved before the first is
-        // written: a fork that does not fit copies nothing.
+        // A token's fork keeps only what the owner grants a token now,
+        // checked on its source before anything is copied (and on each
+        // copy once made); its quota for every copy is reserved before
+        // the first is written: a fork that does not fit copies nothing.
         let mut reserved = match &caller {
-            Caller::Token(t) => Some(crate::quota::reserve(&app, t, &sb, count as u64)?),
+            Caller::Token(t) => {
+                copy_granted(&app, &sb)?;
+                Some(crate::quota::reserve(&app, t, &sb, count as u64)?)
+            }
             Caller::Owner => None,
         };
         let forked = lifecycle::fork_with_memory(&app.store, &sb, count).map_err(refused)?;

@@ -1,0 +1,229 @@
+//! A token's copies (a sandbox made from its snapshot, a fork) against
+//! what the owner grants now, and a token's snapshot against its disk
+//! quota when creates race it, through the real daemon over real HTTP.
+//!
+//! A copy's spec is its source's: a host directory, a secret, a pinned
+//! host the owner's profile gave the source must not outlive the owner
+//! taking it back. And a snapshot's copy is reserved against the quota
+//! from before it is made, so a create at the same moment counts it.
+
+use crate::common::daemon::{call_on, curl_available, json, worker, Daemon};
+use crate::common::*;
+use std::path::Path;
+
+/// The owner's catalogue with profile `withbind` binding `dir` read-only.
+fn profile_binding(config: &Path, dir: &Path) {
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("withbind.yaml"),
+        format!(
+            "description: the team's data, read-only\nfilesystem:\n  read_only: [\"{}\"]\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+}
+
+fn stdout_of(b: &str) -> String {
+    json(b)["stdout"].as_str().unwrap_or_default().to_string()
+}
+
+/// Finding: a token made `wb` from the owner's profile `withbind` (a host
+/// directory bound read-only), snapshotted it and kept another sandbox
+/// of it; the owner then took the bind out of the profile (a new create
+/// no longer sees the directory), yet the token's sandbox made from the
+/// snapshot, and its fork of the kept one, read the host's file again:
+/// a copy replayed the grant as it was. Each copy is now held to what
+/// the owner's profile grants a token now, and refused (403 at the
+/// field's pointer) with nothing made when it no longer holds; the
+/// owner's own fork keeps what the owner gave.
+#[test]
+fn a_tokens_copies_do_not_replay_a_host_bind_the_owner_has_taken_out_of_the_profile() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("copy-grants");
+    let data = state.path().join("teamdata");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("secret.txt"), "GRANTED-ONCE-ONLY\n").unwrap();
+    let config = state.path().join("config");
+    profile_binding(&config, &data);
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let t = worker(&d, "a");
+    let read = format!(r#"{{"shell":"cat {}/secret.txt; true"}}"#, data.display());
+    for name in ["wb", "wbkeep"] {
+        let body = format!(r#"{{"name":"{name}","profile":"withbind"}}"#);
+        let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
+        assert_eq!(s, 201, "{b}");
+    }
+    // While granted, the bind is there (the test sees what it tests).
+    let (s, b) = t("POST", "/v1/sandboxes/wb/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(stdout_of(&b).contains("GRANTED-ONCE-ONLY"), "{b}");
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/wb/snapshots",
+        Some(r#"{"name":"wbsnap"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = t("DELETE", "/v1/sandboxes/wb?force=true", None);
+    assert!(s == 204 || s == 200, "{s} {b}");
+
+    // The owner takes the bind back.
+    std::fs::write(
+        config.join("warden/profiles/withbind.yaml"),
+        "description: the team's profile, without the data now\n",
+    )
+    .unwrap();
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"wb2","profile":"withbind"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = t("POST", "/v1/sandboxes/wb2/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(!stdout_of(&b).contains("GRANTED-ONCE-ONLY"), "{b}");
+
+    // From the snapshot: refused, nothing made.
+    let (s, b) = t(
+        "POST",
+        "/v1/snapshots/wbsnap/sandboxes",
+        Some(r#"{"name":"wb3"}"#),
+    );
+    if s == 201 {
+        let (_, out) = t("POST", "/v1/sandboxes/wb3/exec", Some(&read));
+        panic!("a sandbox was made from the snapshot and reads: {out}");
+    }
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/filesystem/read_only", "{b}");
+    assert!(!sandbox_dir(&d.state, "wb3").exists());
+
+    // A fork of the sandbox kept from before: refused, nothing made.
+    let (s, b) = t("POST", "/v1/sandboxes/wbkeep/fork", Some(r#"{"count":2}"#));
+    if s == 201 {
+        let id = json(&b)["sandboxes"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (_, out) = t("POST", &format!("/v1/sandboxes/{id}/exec"), Some(&read));
+        panic!("a fork was made and reads: {out}");
+    }
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/filesystem/read_only", "{b}");
+    for k in 1..=2 {
+        assert!(!sandbox_dir(&d.state, &format!("wbkeep-fork-{k}")).exists());
+    }
+
+    // The owner's own fork keeps what the owner gave.
+    let (s, b) = call_on(
+        &d,
+        false,
+        "POST",
+        "/v1/sandboxes/wbkeep/fork",
+        Some(r#"{"count":1}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+}
+
+/// The bytes a token's quota counts for its sandboxes (each one's disk
+/// budget, from the answers) and snapshots.
+fn counted(budgets: u64, snapshot: u64) -> u64 {
+    budgets + snapshot
+}
+
+/// Finding: a token's snapshot asked for room under the snapshot store's
+/// lock and was not counted anywhere while it was copied, so creates at
+/// the same moment did not see it, nor it them: with a 300M quota and a
+/// 64M sandbox, a 58M snapshot and three 64M creates all passed (314M
+/// counted against 300M). The snapshot's copy is now reserved under the
+/// quota's lock before it is made: whatever the order, what the token
+/// holds at the end is within its quota.
+#[test]
+fn a_snapshot_and_creates_at_once_never_hold_more_than_the_tokens_disk_quota() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    const MB: u64 = 1_000_000;
+    const QUOTA: u64 = 300 * 1024 * 1024;
+    const BUDGET: u64 = 64 * 1024 * 1024;
+    let state = TempDir::new("snap-quota-race");
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, "quotas:\n  disk: 300M\n").unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--config", file.to_str().unwrap()],
+        &[],
+    );
+    let t = worker(&d, "q");
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"src","spec":{"resources":{"disk":"64M"}}}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    // A layer whose copy takes a while: many small files and 58 MB.
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/src/exec",
+        Some(
+            r#"{"shell":"mkdir -p /workspace/many && cd /workspace/many && for d in $(seq 1 8); do mkdir $d; for f in $(seq 1 500); do echo x > $d/$f; done; done; head -c 58000000 /dev/urandom > /workspace/big"}"#,
+        ),
+    );
+    assert_eq!(s, 200, "{b}");
+    let (snap, creates) = std::thread::scope(|scope| {
+        let snap = scope.spawn(|| {
+            t(
+                "POST",
+                "/v1/sandboxes/src/snapshots",
+                Some(r#"{"name":"big"}"#),
+            )
+        });
+        let creates: Vec<_> = (0..3)
+            .map(|i| {
+                let t = &t;
+                scope.spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(150 + 100 * i));
+                    let body = format!(
+                        r#"{{"name":"c{i}","start":false,"spec":{{"resources":{{"disk":"64M"}}}}}}"#
+                    );
+                    t("POST", "/v1/sandboxes", Some(&body))
+                })
+            })
+            .collect();
+        (
+            snap.join().unwrap(),
+            creates
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>(),
+        )
+    });
+    let mut sandboxes = 1u64;
+    for (s, b) in &creates {
+        match s {
+            201 => sandboxes += 1,
+            429 => assert_eq!(json(b)["field"], "/spec/resources/disk", "{b}"),
+            _ => panic!("a create was answered {s} {b}"),
+        }
+    }
+    let snapshot = match snap.0 {
+        201 => json(&snap.1)["bytes"].as_u64().unwrap_or(u64::MAX),
+        429 => 0,
+        s => panic!("the snapshot was answered {s} {}", snap.1),
+    };
+    assert!(
+        snapshot == 0 || snapshot > 50 * MB,
+        "the snapshot holds {snapshot} bytes"
+    );
+    let held = counted(sandboxes * BUDGET, snapshot);
+    assert!(
+        held <= QUOTA,
+        "the token holds {held} bytes ({sandboxes} sandboxes of 64M, a snapshot of {snapshot}) against a quota of {QUOTA}: {creates:?} {snap:?}"
+    );
+    // And something of it was let through: the race is a real one.
+    assert!(sandboxes > 1 || snapshot > 0, "{creates:?} {snap:?}");
+}

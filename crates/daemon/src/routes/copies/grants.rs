@@ -1,0 +1,244 @@
+//! What a token's copy (a sandbox made from a snapshot, a fork) may keep
+//! of its source's reach of the host: only what the owner grants **now**.
+//!
+//! A copy's spec is its source's, resolved when the source was made. A
+//! token holder never names a host path, a secret, a pinned host or a
+//! workspace outside the daemon's roots itself (the trust rule): each
+//! came from the owner's profile the source was made from, from the
+//! host's defaults or from the daemon's `--workspace-root`s, as they were
+//! then. A copy made later must not replay a grant the owner has since
+//! taken back, so each host-reach part of the copy's spec is checked
+//! against what a token creating from the same profile would be given
+//! now (the profile resolved again, as a caller, with the host's current
+//! defaults), the workspace against the current roots, and the sizes
+//! against the host's defaults (or the profile's, above them): a part no
+//! longer granted refuses the copy (403, or 422 `above_default` for the
+//! sizes, at the field's JSON pointer, as a create words it).
+//!
+//! The owner's own copies are not checked: what the owner gave, the owner
+//! may keep in its copies (the daemon's owner is trusted).
+
+use axum::http::StatusCode;
+use std::path::Path;
+use warden_policy::compose::Origin;
+use warden_policy::{Field, NetworkSpec, SandboxSpec, Trust};
+use warden_runtime::resolve::{resolve_dry, Context, Input, ProfileSource};
+
+use crate::app::App;
+use crate::error::{spec_pointer, ApiError};
+
+fn not_granted(field: Field, message: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+        .with_field(spec_pointer(field).as_deref())
+}
+
+/// What a token creating a sandbox from `profile` (none: the host's
+/// defaults alone) is given now.
+fn granted_now(app: &App, profile: Option<&str>, id: &str) -> Result<SandboxSpec, ApiError> {
+    let mut input = Input {
+        profile: profile.map(|p| ProfileSource::Named(p.to_string())),
+        ..Input::default()
+    };
+    // Resolved as a run (a named sandbox needs no command; a run does):
+    // the command is the sandbox's own and grants nothing of the host.
+    input
+        .flags
+        .add_text(Field::Command, "true", Origin::Default, Trust::Caller)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let ctx = Context {
+        catalog: &app.catalog,
+        defaults: &app.defaults,
+        state_dir: Some(&app.state_dir),
+        otlp: false,
+        id,
+        trust: Trust::Caller,
+    };
+    resolve_dry(input, &ctx).map(|r| r.spec).map_err(|_| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "the owner's profile {:?} this copy's source was made from no longer resolves for a token: a copy of it is not made",
+                profile.unwrap_or("(the host's defaults)")
+            ),
+        )
+        .with_field(Some("/profile"))
+    })
+}
+
+/// Whether `path` lies in warden's own state (a sandbox's own workspace,
+/// a snapshot's, a token's volumes): another sandbox's state there is
+/// refused before this is asked (`warden_runtime::lifecycle`'s copy).
+fn in_state(app: &App, path: &Path) -> bool {
+    path.starts_with(&app.state_dir)
+}
+
+/// Whether a copy with spec `copy`, made for a token from a source made
+/// from the owner's `profile`, reaches nothing of the host the owner (its
+/// profile, the host's defaults, the workspace roots) does not grant a
+/// token now. `id`: the copy's name (for the resolution's own names).
+pub(crate) fn still_granted(
+    app: &App,
+    copy: &SandboxSpec,
+    profile: Option<&str>,
+    id: &str,
+) -> Result<(), ApiError> {
+    let now = granted_now(app, profile, id)?;
+    let fs = &copy.filesystem;
+    for b in &fs.binds {
+        let held = now
+            .filesystem
+            .binds
+            .iter()
+            .any(|n| n.path == b.path && (n.writable || !b.writable));
+        if !held {
+            let field = if b.writable { Field::Rw } else { Field::Ro };
+            return Err(not_granted(
+                field,
+                format!(
+                    "{} is no longer bound{} by the owner's profile this copy's source was made from: a copy of it is not made",
+                    b.path.display(),
+                    if b.writable { " read-write" } else { "" }
+                ),
+            ));
+        }
+    }
+    for v in &fs.volumes {
+        let held =
+            in_state(app, &v.host)
+                || now.filesystem.volumes.iter().any(|n| {
+                    n.host == v.host && n.inside == v.inside && (n.writable || !v.writable)
+                });
+        if !held {
+            return Err(not_granted(
+                Field::Volumes,
+                format!(
+                    "volume {} is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made",
+                    v.host.display()
+                ),
+            ));
+        }
+    }
+    for c in &fs.caches {
+        if !now.filesystem.caches.contains(c) {
+            return Err(not_granted(
+                Field::Caches,
+                "a package cache of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made".to_string(),
+            ));
+        }
+    }
+    if let Some(r) = &fs.rootfs {
+        if now.filesystem.rootfs.as_ref() != Some(r) && !in_state(app, r) {
+            return Err(not_granted(
+                Field::Rootfs,
+                format!(
+                    "root tree {} is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made",
+                    r.display()
+                ),
+            ));
+        }
+    }
+    if let Some(w) = &fs.workspace {
+        let held = in_state(app, w)
+            || now.filesystem.workspace.as_ref() == Some(w)
+            || app.workspace_allowed(w);
+        if !held {
+            return Err(not_granted(
+                Field::Workspace,
+                format!(
+                    "workspace {} is no longer under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`), nor the owner's profile's: a copy of it is not made",
+                    w.display()
+                ),
+            ));
+        }
+    }
+    if copy.allow_degraded && !now.allow_degraded {
+        return Err(not_granted(
+            Field::AllowDegraded,
+            "running degraded is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made".to_string(),
+        ));
+    }
+    if copy.publish.iter().any(|p| !now.publish.contains(p)) {
+        return Err(not_granted(
+            Field::Publish,
+            "a published port of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made".to_string(),
+        ));
+    }
+    network_still_granted(&copy.network, &now.network)?;
+    let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
+    crate::quota::sizes_within_host_defaults(
+        app,
+        (copy.resources.memory.value, fs.disk.map(|d| d.bytes)),
+        &profiles,
+    )
+}
+
+/// The egress parts of a copy that reach the host or carry the host's
+/// credentials: pinned hosts, private ranges, host ports, learning,
+/// upstream authorities and secrets (each to its hosts, as narrowed).
+fn network_still_granted(copy: &NetworkSpec, now: &NetworkSpec) -> Result<(), ApiError> {
+    let NetworkSpec::Egress(copy) = copy else {
+        return Ok(());
+    };
+    let now = match now {
+        NetworkSpec::Egress(e) => Some(e),
+        NetworkSpec::LoopbackOnly => None,
+    };
+    let has = |f: &dyn Fn(&warden_policy::EgressSpec) -> bool| now.is_some_and(f);
+    let why = |what: &str| {
+        format!("{what} of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made")
+    };
+    if copy.hosts.iter().any(|h| !has(&|n| n.hosts.contains(h))) {
+        return Err(not_granted(Field::AddHost, why("a pinned host")));
+    }
+    if copy.cidrs.iter().any(|c| !has(&|n| n.cidrs.contains(c))) {
+        return Err(not_granted(Field::AllowCidr, why("an address range")));
+    }
+    if copy
+        .host_ports
+        .iter()
+        .any(|p| !has(&|n| n.host_ports.contains(p)))
+    {
+        return Err(not_granted(Field::AllowHostPort, why("a port of the host")));
+    }
+    if copy.learn && !has(&|n| n.learn) {
+        return Err(not_granted(Field::EgressLearn, why("learning mode")));
+    }
+    if copy
+        .upstream_ca
+        .iter()
+        .any(|c| !has(&|n| n.upstream_ca.contains(c)))
+    {
+        return Err(not_granted(Field::UpstreamCa, why("an upstream authority")));
+    }
+    for s in &copy.secrets {
+        let Some(n) = now.and_then(|now| now.secrets.iter().find(|n| n.name == s.name)) else {
+            return Err(not_granted(
+                Field::Secret,
+                why(&format!("secret {}", s.name)),
+            ));
+        };
+        let hosts_held = s.hosts.iter().all(|h| {
+            n.hosts
+                .iter()
+                .any(|o| o.name == h.name && o.subdomains == h.subdomains && o.port == h.port)
+        });
+        if n.source != s.source || !hosts_held || (s.in_bodies && !n.in_bodies) {
+            return Err(not_granted(
+                Field::Secret,
+                why(&format!("secret {} as it is", s.name)),
+            ));
+        }
+    }
+    if copy
+        .secret_rules
+        .iter()
+        .any(|r| !has(&|n| n.secret_rules.contains(r)))
+    {
+        return Err(not_granted(
+            Field::SecretRule,
+            why("a secret's request rule"),
+        ));
+    }
+    Ok(())
+}
