@@ -81,6 +81,18 @@ const SAVE_TIMEOUT: Duration = Duration::from_secs(120);
 /// (a mounted share blocks it), the VM runs on as before and the refusal
 /// is returned.
 pub fn save(machine: &mut Machine, state: &Path, key: &str) -> Result<Record, SnapshotError> {
+    save_with(machine, state, key, &mut || Ok(()))
+}
+
+/// [`save`], running `before_quit` once QEMU has written the state but
+/// before it ends: where that fails, the guest runs on (nothing of it is
+/// lost to a step that comes after the save) and its error is returned.
+pub fn save_with(
+    machine: &mut Machine,
+    state: &Path,
+    key: &str,
+    before_quit: &mut dyn FnMut() -> Result<(), SnapshotError>,
+) -> Result<Record, SnapshotError> {
     let dir = state.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
@@ -94,7 +106,7 @@ pub fn save(machine: &mut Machine, state: &Path, key: &str) -> Result<Record, Sn
         .mode(0o600)
         .open(&tmp)
         .map_err(io("create", &tmp))?;
-    let result = save_to(machine, &file);
+    let result = save_to(machine, &file, before_quit);
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -128,7 +140,11 @@ pub fn save(machine: &mut Machine, state: &Path, key: &str) -> Result<Record, Sn
 
 /// Stop the guest, have QEMU write its state to `file`, and end QEMU; on
 /// a refusal or failure the guest goes on running.
-fn save_to(machine: &mut Machine, file: &File) -> Result<(), SnapshotError> {
+fn save_to(
+    machine: &mut Machine,
+    file: &File,
+    before_quit: &mut dyn FnMut() -> Result<(), SnapshotError>,
+) -> Result<(), SnapshotError> {
     let qmp = machine.qmp()?;
     let control = |e| SnapshotError::Machine(MachineError::Control(e));
     qmp.execute("stop", None).map_err(control)?;
@@ -172,6 +188,10 @@ fn save_to(machine: &mut Machine, file: &File) -> Result<(), SnapshotError> {
             }
             _ => std::thread::sleep(Duration::from_millis(10)),
         }
+    }
+    if let Err(e) = before_quit() {
+        resume(machine);
+        return Err(e);
     }
     let _ = machine.qmp()?.execute("quit", None);
     if !machine.wait_gone(Duration::from_secs(5)) {

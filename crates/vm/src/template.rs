@@ -316,7 +316,8 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
     let n = BUILDS.fetch_add(1, Ordering::Relaxed);
     let runs = crate::kernel::vm_dir()
         .unwrap_or_else(|| dir.to_path_buf())
-        .join("run");
+        .join("run")
+        .join(BUILDERS);
     sweep_runs(&runs);
     let run = runs.join(format!("template-{}-{n}", std::process::id()));
     let empty = run.join("empty");
@@ -366,9 +367,16 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
     result
 }
 
+/// The subdirectory of the VMs' run directory that holds the template
+/// builders' run directories, and nothing else: a sandbox's run directory
+/// (`ID-PID-N`, whatever its ID) is never one of them, so the builders'
+/// sweep never reaches a sandbox's.
+const BUILDERS: &str = ".templates";
+
 /// Remove the run directories of builders that died mid-build (their VMM
 /// ended with them: see `warden_jail::vmm::VmmJail::apply`), named
-/// `template-PID-N`; a live process of that PID keeps its directory.
+/// `template-PID-N` in [`BUILDERS`] alone; a live process of that PID
+/// keeps its directory.
 fn sweep_runs(runs: &Path) {
     for e in std::fs::read_dir(runs).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
