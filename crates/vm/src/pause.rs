@@ -72,6 +72,11 @@ pub struct PausedVm {
     /// ([`crate::ram::BASE`]), not in it.
     #[serde(default)]
     pub ram: bool,
+    /// The digest of the guest's RAM in that file
+    /// ([`crate::ram::digest`]), checked before a VMM maps it again: a
+    /// state without one, or whose file differs, is refused as damaged.
+    #[serde(default)]
+    pub ram_sha256: Option<String>,
 }
 
 const STATE: &str = "vm.vmstate";
@@ -122,26 +127,44 @@ pub fn pause_to_disk(
     let base = dir.join(crate::ram::BASE);
     let _ = std::fs::remove_file(&base);
     let key = crate::template::key(cfg);
-    let record = match snapshot::save(machine, &dir.join(STATE), &key) {
+    // The stream holds the devices; the guest's RAM is its file, which
+    // becomes the base, moved while the VMM still holds the guest: where
+    // the move fails, the guest runs on (it was lost with the VMM
+    // before).
+    let running = match &machine.ram {
+        crate::ram::Ram::Shared(p) => Some(p.clone()),
+        _ => None,
+    };
+    let mut ram_sha256 = None;
+    let mut keep = || match &running {
+        None => Ok(()),
+        Some(running) => {
+            crate::ram::keep_as_base(running, &base)
+                .map_err(snapshot::io("keep the memory file of", &base))?;
+            let sealed = crate::ram::seal(&base).and_then(|()| crate::ram::digest(&base));
+            match sealed {
+                Ok(d) => {
+                    ram_sha256 = Some(d);
+                    Ok(())
+                }
+                Err(e) => {
+                    let _ = crate::ram::keep_as_base(&base, running);
+                    Err(snapshot::io("keep the memory file of", &base)(e))
+                }
+            }
+        }
+    };
+    let record = match snapshot::save_with(machine, &dir.join(STATE), &key, &mut keep) {
         Ok(r) => r,
         Err(SnapshotError::Refused(why)) => return Err(PauseError::Refused(why)),
         Err(e) => return Err(e.into()),
     };
-    // The stream holds the devices; the guest's RAM is its file, which
-    // nothing maps any more: it becomes the base.
-    let ram = match &machine.ram {
-        crate::ram::Ram::Shared(running) => {
-            crate::ram::keep_as_base(running, &base)
-                .and_then(|()| crate::ram::seal(&base))
-                .map_err(snapshot::io("keep the memory file of", &base))?;
-            true
-        }
-        _ => false,
-    };
+    let ram = running.is_some();
     let paused = PausedVm {
         ready: machine.ready.clone(),
         record,
         ram,
+        ram_sha256,
     };
     let about = dir.join(ABOUT);
     let bytes = serde_json::to_vec(&paused).unwrap_or_default();
@@ -195,6 +218,15 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
         let running = cfg.run_dir.join(crate::ram::BASE);
         let _ = std::fs::remove_file(&running);
         crate::ram::take(dir, &running).map_err(snapshot::io("take the memory file of", dir))?;
+        // What the VMM will map is what was saved, else nothing runs.
+        if let Err(why) = crate::ram::check_digest(&running, paused.ram_sha256.as_deref()) {
+            crate::ram::give_back(dir, &running);
+            return Err(SnapshotError::Damaged {
+                path: dir.join(crate::ram::BASE),
+                why,
+            }
+            .into());
+        }
         taken = Some(running.clone());
         cfg.ram = crate::ram::Ram::Shared(running);
     }
@@ -352,6 +384,16 @@ fn copy_of(
             crate::ram::copy_sparse(&base, &own)
         }
         .map_err(snapshot::io("copy the memory file of", dir))?;
+        // What the VMM will map is what was saved (a copy made while the
+        // source ran on is refused too), else nothing runs.
+        if let Err(why) = crate::ram::check_digest(&own, paused.ram_sha256.as_deref()) {
+            let _ = std::fs::remove_file(&own);
+            return Err(SnapshotError::Damaged {
+                path: dir.join(crate::ram::BASE),
+                why,
+            }
+            .into());
+        }
         crate::ram::Ram::Shared(own)
     } else {
         crate::ram::Ram::Anonymous

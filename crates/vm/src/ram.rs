@@ -228,6 +228,67 @@ pub(crate) fn check_base(dir: &Path, mib: u64) -> Result<PathBuf, String> {
     }
 }
 
+/// The digest of the guest's memory in the file at `path` (hex SHA-256),
+/// whatever its hole map: over its length, then the index and bytes of
+/// each [`DIGEST_BLOCK`] that is not all zeros (a hole reads as zeros, so
+/// a sparse copy digests as its original). Only the file's data extents
+/// are read.
+pub(crate) fn digest(path: &Path) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::FileExt;
+    static ZEROS: [u8; DIGEST_BLOCK as usize] = [0; DIGEST_BLOCK as usize];
+    let f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut h = Sha256::new();
+    h.update(len.to_le_bytes());
+    let mut buf = vec![0u8; DIGEST_BLOCK as usize];
+    // Blocks below this one are digested already.
+    let mut done = 0u64;
+    let mut pos = 0u64;
+    while pos < len {
+        let start = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(o) => o,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => pos,
+            Err(e) => return Err(e.into()),
+        };
+        let end =
+            rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(start)).map_or(len, |o| o.min(len));
+        let mut b = (start / DIGEST_BLOCK * DIGEST_BLOCK).max(done);
+        while b < end {
+            let n = usize::try_from(DIGEST_BLOCK.min(len - b)).unwrap_or(buf.len());
+            f.read_exact_at(&mut buf[..n], b)?;
+            if buf[..n] != ZEROS[..n] {
+                h.update(b.to_le_bytes());
+                h.update(&buf[..n]);
+            }
+            b += DIGEST_BLOCK;
+        }
+        done = b;
+        pos = b.max(start + 1);
+    }
+    Ok(h.finalize()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<String>())
+}
+
+/// The unit of [`digest`].
+const DIGEST_BLOCK: u64 = 64 << 10;
+
+/// Is the guest's memory in the file at `path` what was saved (`want`,
+/// a [`digest`])? `Err` says what is wrong.
+pub(crate) fn check_digest(path: &Path, want: Option<&str>) -> Result<(), String> {
+    let Some(want) = want else {
+        return Err("no digest of its memory file was recorded".into());
+    };
+    match digest(path) {
+        Ok(got) if got == want => Ok(()),
+        Ok(_) => Err("its memory file's contents are not those saved".into()),
+        Err(e) => Err(format!("its memory file cannot be read ({e})")),
+    }
+}
+
 /// Copy the VM state saved in `src` (a pause to disk: its stream, record
 /// and the rest) into the new directory `dst`, where it is restored as a
 /// copy ([`crate::pause::restore_copy`]). Every file is copied, the base
@@ -296,6 +357,32 @@ mod tests {
         assert_eq!(&got[(10 << 20)..(10 << 20) + 10], b"guest page");
         // Not 64 MiB on disk: the holes stayed holes.
         assert!(std::fs::metadata(&b).unwrap().blocks() * 512 < 8 << 20);
+    }
+
+    #[test]
+    fn a_memory_files_digest_follows_its_contents_not_its_holes() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        fresh(&a, 8).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
+        f.write_all_at(b"guest page", 3 << 20).unwrap();
+        // Written zeros: data on disk, zeros to the guest.
+        f.write_all_at(&[0u8; 8192], 5 << 20).unwrap();
+        let b = d.path().join("b");
+        copy_sparse(&a, &b).unwrap();
+        assert_eq!(digest(&a).unwrap(), digest(&b).unwrap());
+        let c = d.path().join("c");
+        fresh(&c, 8).unwrap();
+        let g = std::fs::OpenOptions::new().write(true).open(&c).unwrap();
+        g.write_all_at(b"guest page", 3 << 20).unwrap();
+        assert_eq!(digest(&a).unwrap(), digest(&c).unwrap());
+        // One byte changed, anywhere (a hole made data too).
+        f.write_all_at(b"x", 7 << 20).unwrap();
+        assert_ne!(digest(&a).unwrap(), digest(&b).unwrap());
+        assert!(check_digest(&b, None).is_err());
+        let want = digest(&b).unwrap();
+        assert!(check_digest(&b, Some(&want)).is_ok());
+        assert!(check_digest(&a, Some(&want)).is_err());
     }
 
     #[test]

@@ -79,6 +79,86 @@ fn a_vm_paused_to_disk_frees_its_vmm_and_resumes_with_its_counter_running_on() {
     );
 }
 
+/// A VM paused to disk whose memory file was changed since (one byte, its
+/// size kept) is refused at resume as damaged, before any VMM maps the
+/// file, and so is a copy of it; the state is one that can never be
+/// restored. Before, only the stream was digested and the memory file's
+/// size checked: the changed memory was resumed.
+#[test]
+#[ignore]
+fn a_paused_vm_whose_memory_file_changed_is_refused_at_resume() {
+    use std::os::unix::fs::FileExt;
+    let tree = tempfile::tempdir().unwrap();
+    let Some(cfg) = config("pause-digest") else {
+        return;
+    };
+    let Some(cfg) = with_busybox_root(cfg, tree.path()) else {
+        return;
+    };
+    let (mut m, _) = warden_vm::template::start(&cfg, BOOT).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("paused");
+    let t = Instant::now();
+    let paused = pause::pause_to_disk(&mut m, &cfg, &dir).unwrap();
+    eprintln!("paused to disk, memory digested, in {:?}", t.elapsed());
+    drop(m);
+    assert!(paused.ram && paused.ram_sha256.is_some(), "{paused:?}");
+    let base = dir.join(warden_vm::ram::BASE);
+    let f = std::fs::OpenOptions::new().write(true).open(&base).unwrap();
+    f.write_all_at(b"changed", 3 << 20).unwrap();
+    drop(f);
+    let copy = state.path().join("copy");
+    warden_vm::ram::copy_saved(&dir, &copy).unwrap();
+    let mut c = cfg.clone();
+    c.run_dir = state.path().join("run-copy");
+    let err = pause::restore_copy(&c, &copy, BOOT, "copy")
+        .err()
+        .expect("a copy of a changed memory file was restored");
+    assert!(pause::is_useless(&err), "{err}");
+    let err = pause::restore(&cfg, &dir, BOOT)
+        .err()
+        .expect("a changed memory file was resumed");
+    assert!(err.to_string().contains("damaged"), "{err}");
+    assert!(pause::is_useless(&err), "{err}");
+}
+
+/// A pause to disk whose memory file cannot be kept (here the place of
+/// the base is a directory) leaves the guest running, its counter going
+/// on: the file is placed before the VMM ends. Before, QEMU was told to
+/// quit once the stream was written and the move of the RAM file came
+/// after: its failure lost the guest.
+#[test]
+#[ignore]
+fn a_pause_to_disk_whose_memory_file_cannot_be_kept_leaves_the_guest_running() {
+    let tree = tempfile::tempdir().unwrap();
+    let Some(cfg) = config("pause-keep") else {
+        return;
+    };
+    let Some(cfg) = with_busybox_root(cfg, tree.path()) else {
+        return;
+    };
+    let (mut m, _) = warden_vm::template::start(&cfg, BOOT).unwrap();
+    spawn(
+        &m,
+        1,
+        "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let before = count(&m, 2);
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("paused");
+    std::fs::create_dir_all(dir.join(warden_vm::ram::BASE).join("in-the-way")).unwrap();
+    let err = pause::pause_to_disk(&mut m, &cfg, &dir)
+        .expect_err("the memory file was kept on a directory");
+    assert!(!m.exited(), "the VMM ended: {err}");
+    std::thread::sleep(Duration::from_secs(1));
+    let after = count(&m, 3);
+    assert!(
+        after > before,
+        "the guest does not run on after the failed pause: {before} then {after} ({err})"
+    );
+}
+
 #[test]
 #[ignore]
 fn a_vm_with_mounted_shares_is_refused_a_pause_to_disk_and_runs_on() {
