@@ -3,9 +3,10 @@
 # restored from it, each with its own seed, hostname and clock
 # (`warden_vm::pause::restore_copy`), for N = 1, 4 and 16 by default: how
 # long the N restores take, and what each copy holds in the host's memory
-# (PSS, from /proc/PID/smaps_rollup of its VMM). The copies map the saved
-# guest's RAM file privately (warden_vm::ram): the pages none of them
-# wrote are held once, so the PSS per copy falls as copies are added.
+# (PSS, from /proc/PID/smaps_rollup of its VMM). Each copy runs on a
+# sparse copy of its own of the saved guest's RAM file (warden_vm::ram: no
+# VMM holds a file another maps, QEMU 7.2 opening it read-write), so the
+# copies no longer share the pages none of them wrote.
 #
 #   bench/vm_fork.sh [COUNTS]     (default: 1,4,16)
 #
