@@ -125,7 +125,12 @@ fn a_dead_sandboxs_mark_never_leads_into_another_sandboxs_layer() {
         "diff shows the victim's layer: {said}"
     );
 
-    let _ = warden(s, &["snapshots", "create", "a1", "stolen"]);
+    let snap = warden(s, &["snapshots", "create", "a1", "stolen"]);
+    assert!(
+        !snap.status.success() && stderr(&snap).contains("its unsaved changes are lost"),
+        "a snapshot of a sandbox whose changes are lost: {}",
+        stderr(&snap)
+    );
     if warden(s, &["create", "stolen-copy", "--from-snapshot", "stolen"])
         .status
         .success()
@@ -165,6 +170,14 @@ fn a_dead_sandboxs_mark_never_leads_into_another_sandboxs_layer() {
         .unwrap();
     assert_ne!(a1_row["state"], "running", "{a1_row}");
 
+    api_never_shows_the_victim(s);
+    // The victim's own layer is still its own to see.
+    assert!(ok(&warden(s, &["diff", "victim"])).contains("private.txt"));
+}
+
+/// The API's changes, snapshot and fork of the dead `a1`, through a daemon
+/// on the same state: none shows or copies the victim's files.
+fn api_never_shows_the_victim(s: &Path) {
     // The API's changes, through a daemon on the same state.
     if std::process::Command::new("curl")
         .arg("--version")
@@ -182,10 +195,36 @@ fn a_dead_sandboxs_mark_never_leads_into_another_sandboxs_layer() {
         None,
         None,
     );
+    assert_eq!(status, 200, "{body}");
     assert!(
         !body.contains("private.txt") && !body.contains(SECRET),
         "the API's changes of a1 show the victim's layer ({status}): {body}"
     );
-    // The victim's own layer is still its own to see.
-    assert!(ok(&warden(s, &["diff", "victim"])).contains("private.txt"));
+    // The API's snapshot and fork copy through the runtime: whatever they
+    // answer, no copy holds the victim's files.
+    let (status, body) = daemon::call(
+        &d,
+        "POST",
+        "/v1/sandboxes/a1/snapshots",
+        Some(r#"{"name":"stolen-api"}"#),
+        None,
+    );
+    assert_eq!(
+        holds_secret(&s.join("warden/snapshots")),
+        None,
+        "the API's snapshot of a1 ({status}) copied the victim's files: {body}"
+    );
+    let (status, body) = daemon::call(&d, "POST", "/v1/sandboxes/a1/fork", Some("{}"), None);
+    for e in std::fs::read_dir(s.join("warden/sandboxes"))
+        .unwrap()
+        .flatten()
+    {
+        if e.file_name() != "victim" {
+            assert_eq!(
+                holds_secret(&e.path()),
+                None,
+                "the API's fork of a1 ({status}) copied the victim's files: {body}"
+            );
+        }
+    }
 }

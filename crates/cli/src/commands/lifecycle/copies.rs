@@ -27,11 +27,25 @@ pub enum SnapshotsCommand {
     },
 }
 
+/// A copy of a stopped sandbox whose last run was killed with its layer in
+/// memory would hold the layer as it was before that run and pass it off
+/// as the sandbox's state: refused, with what to do.
+fn refuse_lost(sb: &warden_workspace::Sandbox, live: bool) -> anyhow::Result<()> {
+    if !live && sb.changes_lost() {
+        anyhow::bail!(
+            "sandbox {name}: its supervisor ended before saving its layer; its unsaved changes are lost. To copy what it saved, `warden start {name}` and `warden stop {name}` first",
+            name = sb.name()
+        );
+    }
+    Ok(())
+}
+
 pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
     let store = super::store(super::state_dir()?)?;
     match cmd {
         SnapshotsCommand::Create { sandbox, snap } => {
             let (_, sb) = open(&sandbox)?;
+            refuse_lost(&sb, running(&sb))?;
             let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)?;
             println!("{}", info.name);
             eprintln!(
@@ -137,6 +151,7 @@ pub fn fork(name: &str, count: usize) -> anyhow::Result<u8> {
     }
     let (store, sb) = open(name)?;
     let live = running(&sb);
+    refuse_lost(&sb, live)?;
     let forked = lifecycle::fork_with_memory(&store, &sb, count)?;
     match &forked.memory {
         Ok(()) => eprintln!("warden: memory: true (each fork goes on from {name}'s processes)"),
