@@ -7,7 +7,9 @@
 //! taking it back. And a snapshot's copy is reserved against the quota
 //! from before it is made, so a create at the same moment counts it.
 
-use crate::common::daemon::{call_on, curl_available, json, worker, Daemon};
+use crate::common::daemon::{
+    api_token, call_on, calls_as, curl_available, json, worker, Daemon, WORKER_SCOPES,
+};
 use crate::common::*;
 use std::path::Path;
 
@@ -226,4 +228,68 @@ fn a_snapshot_and_creates_at_once_never_hold_more_than_the_tokens_disk_quota() {
     );
     // And something of it was let through: the race is a real one.
     assert!(sandboxes > 1 || snapshot > 0, "{creates:?} {snap:?}");
+}
+
+/// Finding (the same class): a token's sandbox on a project under the
+/// daemon's `--workspace-root`, snapshotted; the daemon restarted without
+/// that root (a create on the project is refused), yet a sandbox made
+/// from the snapshot, and a fork, worked on the project again. Both are
+/// now refused at the workspace's pointer, and nothing is made.
+#[test]
+fn a_tokens_copies_do_not_replay_a_workspace_root_the_daemon_no_longer_gives() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("copy-roots");
+    let root = state.path().join("projects");
+    let project = root.join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), "ROOT-GIVEN-ONCE\n").unwrap();
+    let mut d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--workspace-root", root.to_str().unwrap()],
+        &[],
+    );
+    let token = api_token(&d, "r", WORKER_SCOPES, None);
+    let body = format!(
+        r#"{{"name":"ws","start":false,"workspace":"{}"}}"#,
+        project.display()
+    );
+    let t = calls_as(&d, token.clone());
+    let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/ws/snapshots",
+        Some(r#"{"name":"wsnap"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    drop(t);
+    d.stop();
+    let d = Daemon::start(state.path(), true);
+    let t = calls_as(&d, token);
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(&body.replace("\"ws\"", "\"ws1\"")),
+    );
+    assert_eq!(s, 403, "a create on the project is refused now: {b}");
+    let (s, b) = t(
+        "POST",
+        "/v1/snapshots/wsnap/sandboxes",
+        Some(r#"{"name":"ws2","start":false}"#),
+    );
+    assert_eq!(s, 403, "{b}");
+    assert!(
+        json(&b)["field"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("workspace"),
+        "{b}"
+    );
+    assert!(!sandbox_dir(&d.state, "ws2").exists());
+    let (s, b) = t("POST", "/v1/sandboxes/ws/fork", None);
+    assert_eq!(s, 403, "{b}");
+    assert!(!sandbox_dir(&d.state, "ws-fork-1").exists());
 }
