@@ -283,6 +283,7 @@ fn adopt(
 
 #[utoipa::path(post, path = "/v1/snapshots/{name}/sandboxes", params(("name" = String, Path)), request_body = FromSnapshot,
     responses((status = 201, description = "a new sandbox with the snapshot's files, home and options (no process of its source runs in it)", body = SandboxInfo),
+        (status = 403, description = "a token's copy whose source reaches the host where the owner no longer lets a token (a bind taken out of its profile, a workspace root given up): nothing was made", body = Problem),
         (status = 404, description = "no such snapshot of the caller's", body = Problem),
         (status = 409, description = "a sandbox of that name exists", body = Problem),
         (status = 422, description = "the snapshot is damaged: nothing was made", body = Problem),
@@ -376,7 +377,9 @@ fn carried(source: &str, memory: &Result<(), String>) -> String {
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/fork", params(("id" = String, Path)), request_body = Fork,
     responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); a VM's memory and processes are carried where it can be paused to disk (`memory` says whether, `memory_why` why not)", body = Forked),
-        (status = 400, body = Problem), (status = 404, body = Problem), (status = 429, body = Problem)),
+        (status = 400, body = Problem),
+        (status = 403, description = "a token's fork of a source that reaches the host where the owner no longer lets a token: nothing was copied", body = Problem),
+        (status = 404, body = Problem), (status = 429, body = Problem)),
     security(("token" = [])))]
 pub async fn fork(
     State(app): State<Arc<App>>,
