@@ -155,7 +155,8 @@ fn holder_of(path: &std::path::Path) -> Option<i32> {
 /// opened read-write by QEMU 7.2, so one VMM's write reached every other
 /// VM's unwritten pages). Should it still be written (by the host), the
 /// next start sees it changed since the template was made and refuses it,
-/// before any guest runs from it.
+/// before any guest runs from it; making it anew sweeps no sandbox's run
+/// directory.
 #[test]
 #[ignore]
 fn a_template_whose_memory_file_was_written_is_refused_before_its_guest_runs() {
@@ -191,11 +192,26 @@ fn a_template_whose_memory_file_was_written_is_refused_before_its_guest_runs() {
         .err()
         .expect("a written template was restored");
     assert!(err.to_string().contains("changed"), "{err}");
-    // The start after it makes the template anew.
+    // The start after it boots cold (the template removed).
     let (m, how) = template::start(&cfg, BOOT).unwrap();
     assert!(matches!(how, Started::Cold { .. }), "{how:?}");
     let (out, end) = run(&m, 1, "echo booted");
     assert_eq!((out.as_str(), end), ("booted\n", Ended::Exited(0)));
+    drop(m);
+    // Making it anew sweeps dead builders' run directories, never a
+    // sandbox's whose name looks like one (before, a sandbox named
+    // `template-999999` lost its run directory to the next build).
+    let runs = warden_vm::kernel::vm_dir().unwrap().join("run");
+    // A live sandbox named `template-999999`: its run directory is
+    // `ID-PID-N`, PID its supervisor's (here this test's).
+    let lookalike = runs.join(format!("template-999999-{}-0", std::process::id()));
+    std::fs::create_dir_all(lookalike.join("vm")).unwrap();
+    let built = template::build(&cfg, &dir, &key);
+    let kept = lookalike.is_dir();
+    let _ = std::fs::remove_dir(lookalike.join("vm"));
+    let _ = std::fs::remove_dir(&lookalike);
+    built.unwrap();
+    assert!(kept, "a template build swept a sandbox's run directory");
 }
 
 /// Set in the copy of this test binary that builds a template and is
