@@ -3,7 +3,7 @@
 // them with the rule each would make.
 
 import { api, enc } from './api.js';
-import { h, clock, toast } from './dom.js';
+import { h, clock, shownName, toast } from './dom.js';
 import { entryFor, fieldTable, liveRow, profileLines } from './rules.js';
 
 let timer = null;
@@ -37,7 +37,10 @@ export function stopPrompts() {
 // refused whatever the answer; "always" puts it on the allowlist of the
 // sandbox's next start.
 const isProgram = (q) => q.protocol === 'exec';
-const what = (q) => (isProgram(q) ? q.name : `${q.name}:${q.port}`);
+// The name and a held request's line are the sandbox's choice: shown
+// escaped (shownName), never as raw text a bidi override could reorder.
+const name = (q) => shownName(q.name);
+const what = (q) => (isProgram(q) ? name(q) : `${name(q)}:${q.port}`);
 
 async function answer(q, decision) {
   try {
@@ -54,16 +57,16 @@ async function answer(q, decision) {
 async function always(q) {
   await answer(q, 'allow_always');
   const row = liveRow(await fieldTable().catch(() => []));
-  if (row) toast(`Add to the profile to keep it for new sandboxes: ${row.key}: [${entryFor(q.name, q.port)}]`);
+  if (row) toast(`Add to the profile to keep it for new sandboxes: ${row.key}: [${shownName(entryFor(q.name, q.port))}]`);
 }
 
 // What is asked, in words: the request an ask rule holds (its method and
 // path, the query's values redacted by the daemon) on its allowed name,
 // or a name on no list.
 function asked(q) {
-  if (isProgram(q)) return [' may run ', h('code', {}, q.name), '?'];
-  if (q.request) return [' asks to send ', h('code', { class: 'held-request' }, q.request), ' to ', h('code', {}, `${q.name}:${q.port}`)];
-  return [' asks to reach ', h('code', {}, `${q.name}:${q.port}`), ` (${q.protocol})`];
+  if (isProgram(q)) return [' may run ', h('code', {}, name(q)), '?'];
+  if (q.request) return [' asks to send ', h('code', { class: 'held-request' }, shownName(q.request)), ' to ', h('code', {}, what(q))];
+  return [' asks to reach ', h('code', {}, what(q)), ` (${q.protocol})`];
 }
 
 // A program's question: no "once" (a running sandbox's allowlist cannot
@@ -107,7 +110,7 @@ export function approvalsPage(root) {
   // The allowlist's profile lines are worded from the daemon's table.
   let row = null;
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => isProgram(q) ? h('div', { class: 'card question' }, h('p', {}, `${q.sandbox} may run `, h('code', {}, q.name)), q.note ? h('p', { class: 'muted' }, q.note) : null) : h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, entryFor(q.name, q.port))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => isProgram(q) ? h('div', { class: 'card question' }, h('p', {}, `${q.sandbox} may run `, h('code', {}, name(q))), q.note ? h('p', { class: 'muted' }, q.note) : null) : h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, shownName(q.request)), ` to ${what(q)}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${what(q)}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, shownName(entryFor(q.name, q.port)))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();

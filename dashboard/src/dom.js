@@ -58,3 +58,37 @@ export function toast(text, bad) {
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => (t.className = ''), bad ? 8000 : 3000);
 }
+
+// Characters drawn as nothing (or not as themselves) that still change
+// what a line reads as: control characters, and Unicode's format
+// characters with the other invisible ones (bidi overrides, embeddings
+// and isolates, zero-width characters, the byte-order mark, soft hyphens,
+// tags, variation selectors). The set is warden_workspace::is_format's,
+// so every door shows a name the same way. A text node keeps markup out;
+// this keeps a right-to-left override from making `x\u202Eexe.txt` read
+// as another name.
+const INVISIBLE = '\\u0000-\\u0008\\u000a-\\u001f\\u007f-\\u009f\\u00ad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891\\u08e2'
+  + '\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb'
+  + '\\u{110bd}\\u{110cd}\\u{13430}-\\u{1343f}\\u{1bca0}-\\u{1bca3}\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e0fff}';
+const IN_LINE = new RegExp(`[${INVISIBLE}]`, 'gu');
+const IN_NAME = new RegExp(`[${INVISIBLE}\\t\\\\]`, 'gu');
+
+function escaped(c) {
+  if (c === '\\') return '\\\\';
+  const n = c.codePointAt(0);
+  return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u{${n.toString(16).padStart(4, '0')}}`;
+}
+
+// A name or path a sandbox chose (a host it asks for, a program, a held
+// request's line), as every door shows it: invisible characters and tabs
+// written as escapes, `\` as `\\` (a name cannot spell an escape it does
+// not hold).
+export function shownName(text) {
+  return String(text ?? '').replace(IN_NAME, escaped);
+}
+
+// A whole line holding such names: its invisible characters escaped,
+// tabs and backslashes kept.
+export function shownLine(text) {
+  return String(text ?? '').replace(IN_LINE, escaped);
+}

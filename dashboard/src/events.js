@@ -3,7 +3,7 @@
 // colour (a denial with what would have allowed it), and a filter.
 
 import { withCsrf } from './api.js';
-import { h, bytes, clock } from './dom.js';
+import { h, bytes, clock, shownLine, shownName } from './dom.js';
 import { fieldTable, proposeRule, proposalFor } from './rules.js';
 
 // A long command line, cut (the whole one is in the log).
@@ -18,7 +18,7 @@ function short(text) {
 function describe(e, rows) {
   switch (e.event) {
     case 'connection': {
-      const where = `${e.name || e.original_destination || '?'}:${e.port}`;
+      const where = `${shownName(e.name || e.original_destination || '?')}:${e.port}`;
       const rule = e.rule ? ` by ${e.rule}` : '';
       // A request's detail is what was decided (its method and path, the
       // query's values redacted, and the rule): the name alone says little.
@@ -30,19 +30,19 @@ function describe(e, rows) {
         : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: proposalFor(e, rows) };
     }
     case 'connection_closed':
-      return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
+      return { group: 'network', label: 'closed', tone: 'info', text: `${shownName(e.name || '?')}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
     case 'connections_aggregated':
-      return { group: 'network', label: e.allowed ? 'allow ×' : 'deny ×', tone: e.allowed ? 'allow' : 'deny', text: `${e.count} more ${e.protocol} to ${e.name || 'other names'}: ${e.detail}` };
+      return { group: 'network', label: e.allowed ? 'allow ×' : 'deny ×', tone: e.allowed ? 'allow' : 'deny', text: `${e.count} more ${e.protocol} to ${e.name ? shownName(e.name) : 'other names'}: ${e.detail}` };
     case 'ask':
-      return { group: 'network', label: 'ask', tone: 'warn', text: `${e.protocol} ${e.name}:${e.port} waits for an answer (question ${e.question})` };
+      return { group: 'network', label: 'ask', tone: 'warn', text: `${e.protocol} ${shownName(e.name)}:${e.port} waits for an answer (question ${e.question})` };
     case 'ask_answered':
-      return { group: 'network', label: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', tone: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', text: `${e.name}:${e.port}: ${e.decision} by ${e.by}` };
+      return { group: 'network', label: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', tone: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', text: `${shownName(e.name)}:${e.port}: ${e.decision} by ${e.by}` };
     case 'egress_changed':
       return { group: 'network', label: 'egress', tone: 'info', text: `allowlist changed by ${e.by}: ${e.added.length ? `+${e.added.join(', +')}` : ''} ${e.removed.length ? `-${e.removed.join(', -')}` : ''}${e.closed ? ` (${e.closed} connection(s) cut)` : ''}` };
     case 'secret':
-      return { group: 'secrets', label: e.action === 'blocked' ? 'blocked' : 'secret', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.name} ${e.action} for ${e.host}${e.detail ? `: ${e.detail}` : ''}` };
+      return { group: 'secrets', label: e.action === 'blocked' ? 'blocked' : 'secret', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.name} ${e.action} for ${shownName(e.host)}${e.detail ? `: ${e.detail}` : ''}` };
     case 'secrets_aggregated':
-      return { group: 'secrets', label: 'secret ×', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.count} more: ${e.name} ${e.action} for ${e.host}` };
+      return { group: 'secrets', label: 'secret ×', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.count} more: ${e.name} ${e.action} for ${shownName(e.host)}` };
     case 'exec_started':
       return { group: 'processes', label: 'exec', tone: 'info', text: `#${e.exec} ${short(e.argv.join(' '))}${e.tty ? ' (terminal)' : ''}` };
     case 'exec_exited':
@@ -53,9 +53,9 @@ function describe(e, rows) {
     // shown: a denial, with what would have allowed it (the option's JSON
     // path and the entry, in the API's words).
     case 'exec_refused':
-      return { group: 'processes', label: 'deny', tone: 'deny', text: `exec ${e.program || 'of an unnamed file'}: refused by ${e.rule} (${e.by})`, remedy: e.program ? `allowed by /process/allow_exec: ${e.program}` : null };
+      return { group: 'processes', label: 'deny', tone: 'deny', text: `exec ${e.program ? shownName(e.program) : 'of an unnamed file'}: refused by ${e.rule} (${e.by})`, remedy: e.program ? `allowed by /process/allow_exec: ${shownName(e.program)}` : null };
     case 'exec_refused_aggregated':
-      return { group: 'processes', label: 'deny ×', tone: 'deny', text: `${e.count} more exec refusals of ${e.program || 'other programs'} by ${e.rule}` };
+      return { group: 'processes', label: 'deny ×', tone: 'deny', text: `${e.count} more exec refusals of ${e.program ? shownName(e.program) : 'other programs'} by ${e.rule}` };
     case 'api_denied':
       return { group: 'violations', label: 'refused', tone: 'deny', text: `${e.method} ${e.route}: ${e.reason}` };
     case 'ttl_changed':
@@ -77,7 +77,7 @@ function describe(e, rows) {
     case 'degraded':
       return { group: 'violations', label: 'degraded', tone: 'warn', text: `${e.layer}: ${e.lost}` };
     case 'workspace':
-      return { group: 'workspace', label: e.action, tone: e.action === 'commit-refused' ? 'deny' : 'info', text: `${e.paths.join(', ') || e.name}${e.detail ? `: ${e.detail}` : ''}` };
+      return { group: 'workspace', label: e.action, tone: e.action === 'commit-refused' ? 'deny' : 'info', text: `${e.paths.map(shownName).join(', ') || shownName(e.name)}${e.detail ? `: ${e.detail}` : ''}` };
     case 'events_dropped':
       return { group: 'violations', label: 'dropped', tone: 'warn', text: `${e.count} events lost` };
     case 'cache_left_out':
@@ -122,10 +122,10 @@ export function eventsView(root, id) {
     const li = h('li', { class: `ev ${d.tone}`, dataset: { group: d.group, tone: d.tone, event: e.event } },
       h('time', { datetime: new Date(e.ts_ms).toISOString() }, clock(e.ts_ms)),
       h('span', { class: `tag ${d.tone}` }, d.label),
-      h('span', { class: 'text' }, d.text || JSON.stringify(e)),
+      h('span', { class: 'text' }, shownLine(d.text || JSON.stringify(e))),
       // What would have allowed it, in the API's words (the option's JSON
       // path and the entry), as the daemon tells every reader of events.
-      d.remedy ? h('span', { class: 'remedy' }, d.remedy) : null,
+      d.remedy ? h('span', { class: 'remedy' }, shownLine(d.remedy)) : null,
       d.propose ? h('button', { type: 'button', class: 'small', onclick: () => proposeRule(proposal, id, d.propose) }, 'Propose a rule') : null);
     li.hidden = !visible(li);
     const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;

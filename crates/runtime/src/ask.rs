@@ -491,59 +491,9 @@ fn same_as(q: &Question) -> (String, u16, Option<String>) {
 }
 
 /// `s` as a person may be shown it when the sandbox chose it: every
-/// control character (an escape sequence's start included) and every
-/// character that changes how others are drawn without being drawn
-/// itself (bidi overrides and isolates, zero-width characters, a
-/// byte-order mark: Unicode's format characters) written as `\u{..}`,
-/// so the text on screen is the name, character for character. A `\`
-/// is written `\\`, so a name cannot spell an escape it does not hold.
-pub(crate) fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c == '\\' {
-            out.push_str("\\\\");
-        } else if c.is_control() || is_format(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Unicode's format characters (general category Cf) and the other
-/// characters drawn as nothing that a terminal may still act on: what
-/// makes a line read otherwise than it is.
-fn is_format(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0xAD                       // soft hyphen
-            | 0x34F                // combining grapheme joiner
-            | 0x600..=0x605        // Arabic number signs
-            | 0x61C                // Arabic letter mark
-            | 0x6DD
-            | 0x70F
-            | 0x890..=0x891
-            | 0x8E2
-            | 0x115F..=0x1160      // Hangul fillers
-            | 0x17B4..=0x17B5
-            | 0x180B..=0x180F      // Mongolian selectors and vowel separator
-            | 0x200B..=0x200F      // zero-width space, joiners, LRM, RLM
-            | 0x2028..=0x202E      // line and paragraph separators, bidi embeddings and overrides
-            | 0x2060..=0x206F      // word joiner, invisible operators, bidi isolates
-            | 0x3164               // Hangul filler
-            | 0xFE00..=0xFE0F      // variation selectors
-            | 0xFEFF               // byte-order mark
-            | 0xFFA0
-            | 0xFFF0..=0xFFFB      // interlinear annotations
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0000..=0xE0FFF    // tags and variation selectors supplement
-    )
-}
+/// control and format character escaped and `\` written `\\`, as every
+/// door shows a name a sandbox chose (one function for all of them).
+pub(crate) use warden_workspace::printable_name as printable;
 
 #[cfg(test)]
 mod tests {
@@ -750,7 +700,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let shown = shown.unwrap();
-        assert!(shown.contains("may run /usr/bin/\\u{1b}[2Jid ?"), "{shown}");
+        assert!(shown.contains("may run /usr/bin/\\x1b[2Jid ?"), "{shown}");
         assert!(shown.contains("once and run are not offered"), "{shown}");
         desk.shown_at = Instant::now() - SETTLE;
         for word in [&b"once\r"[..], b"run\r"] {
@@ -801,9 +751,9 @@ mod tests {
         for (name, shown) in [
             ("/usr/bin/id", "/usr/bin/id"),
             ("/tmp/caf\u{e9}/\u{4e2d}", "/tmp/caf\u{e9}/\u{4e2d}"),
-            ("/a\x1b[2Jb", "/a\\u{1b}[2Jb"),
-            ("/a\rb\n", "/a\\u{d}b\\u{a}"),
-            ("/a\u{9b}b", "/a\\u{9b}b"),
+            ("/a\x1b[2Jb", "/a\\x1b[2Jb"),
+            ("/a\rb\n", "/a\\x0db\\x0a"),
+            ("/a\u{9b}b", "/a\\x9bb"),
             // A right-to-left override makes `/tmp/x/\u{202e}lmth.exe` read
             // as `/tmp/x/exe.html`.
             ("/tmp/x/\u{202e}lmth.exe", "/tmp/x/\\u{202e}lmth.exe"),
@@ -821,7 +771,7 @@ mod tests {
             ),
             (
                 "/\u{feff}a\u{ad}\u{2028}\u{e0041}",
-                "/\\u{feff}a\\u{ad}\\u{2028}\\u{e0041}",
+                "/\\u{feff}a\\xad\\u{2028}\\u{e0041}",
             ),
             // A name cannot spell an escape it does not hold.
             ("/a\\u{202e}b", "/a\\\\u{202e}b"),
@@ -837,7 +787,7 @@ mod tests {
             .collect();
         assert!(printable(&all)
             .chars()
-            .all(|c| !c.is_control() && !is_format(c)));
+            .all(|c| !c.is_control() && !warden_workspace::is_format(c)));
     }
 
     #[test]

@@ -144,8 +144,7 @@ pub fn is_program_entry(path: &str) -> bool {
 }
 
 /// `program` as a person is shown it: the sandbox chose it, so its
-/// control and format characters are written `\u{..}` (as the questions
-/// show it).
+/// control and format characters are escaped (as the questions show it).
 pub fn shown(program: &str) -> String {
     crate::ask::printable(program)
 }

@@ -185,14 +185,31 @@ impl Serialize for Change {
 
 /// Text from the sandbox made safe to put in a line: control characters
 /// (a newline that would start a forged line, escapes that move the cursor,
-/// erase lines or recolour a terminal) and Unicode direction overrides
-/// (which reorder what is shown) become visible escapes. Tabs stay. Every
-/// name is passed through this before a line is built around it.
+/// erase lines or recolour a terminal) and format characters (direction
+/// overrides, embeddings and isolates that reorder what is shown,
+/// zero-width characters, the byte-order mark, soft hyphens, tags and
+/// variation selectors: what makes a line read otherwise than it is)
+/// become visible escapes. Tabs and backslashes stay, so a file's lines
+/// read as written. Every line is passed through this before it is shown.
 pub fn printable(text: &str) -> String {
+    escape(text, false)
+}
+
+/// A name the sandbox chose (a host it asks for, a program it runs, a
+/// request's path) as [`printable`] shows it, and further: a tab is escaped
+/// too, and `\` is written `\\`, so a name cannot spell an escape it does
+/// not hold (`a\u{202e}b` typed out is shown `a\\u{202e}b`). What every
+/// door shows of a question's name.
+pub fn printable_name(text: &str) -> String {
+    escape(text, true)
+}
+
+fn escape(text: &str, name: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-        if (c.is_control() && c != '\t') || bidi {
+        if name && c == '\\' {
+            out.push_str("\\\\");
+        } else if (c.is_control() && (name || c != '\t')) || is_format(c) {
             match c as u32 {
                 n if n < 0x100 => out.push_str(&format!("\\x{n:02x}")),
                 n => out.push_str(&format!("\\u{{{n:04x}}}")),
@@ -202,6 +219,40 @@ pub fn printable(text: &str) -> String {
         }
     }
     out
+}
+
+/// Unicode's format characters (general category Cf) and the other
+/// characters drawn as nothing that a terminal may still act on: what
+/// makes a line read otherwise than it is.
+pub fn is_format(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0xAD                       // soft hyphen
+            | 0x34F                // combining grapheme joiner
+            | 0x600..=0x605        // Arabic number signs
+            | 0x61C                // Arabic letter mark
+            | 0x6DD
+            | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
+            | 0x115F..=0x1160      // Hangul fillers
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F      // Mongolian selectors and vowel separator
+            | 0x200B..=0x200F      // zero-width space, joiners, LRM, RLM
+            | 0x2028..=0x202E      // line and paragraph separators, bidi embeddings and overrides
+            | 0x2060..=0x206F      // word joiner, invisible operators, bidi isolates
+            | 0x3164               // Hangul filler
+            | 0xFE00..=0xFE0F      // variation selectors
+            | 0xFEFF               // byte-order mark
+            | 0xFFA0
+            | 0xFFF0..=0xFFFB      // interlinear annotations
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF    // tags and variation selectors supplement
+    )
 }
 
 /// A path as [`printable`] text (lossy where it is not UTF-8).
@@ -217,5 +268,68 @@ mod opt_path {
             Some(p) => crate::wire::path::serialize(p, s),
             None => s.serialize_none(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_shows_its_control_and_format_characters_escaped_and_nothing_else() {
+        for (name, shown) in [
+            ("/usr/bin/id", "/usr/bin/id"),
+            ("/tmp/caf\u{e9}/\u{4e2d}", "/tmp/caf\u{e9}/\u{4e2d}"),
+            ("/a\x1b[2Jb", "/a\\x1b[2Jb"),
+            ("/a\rb\n\t", "/a\\x0db\\x0a\\x09"),
+            ("/a\u{9b}b", "/a\\x9bb"),
+            // A right-to-left override makes `/tmp/x/\u{202e}lmth.exe` read
+            // as `/tmp/x/exe.html`.
+            ("/tmp/x/\u{202e}lmth.exe", "/tmp/x/\\u{202e}lmth.exe"),
+            (
+                "/a\u{202a}\u{202b}\u{202c}\u{202d}b",
+                "/a\\u{202a}\\u{202b}\\u{202c}\\u{202d}b",
+            ),
+            (
+                "/a\u{2066}\u{2067}\u{2068}\u{2069}b",
+                "/a\\u{2066}\\u{2067}\\u{2068}\\u{2069}b",
+            ),
+            (
+                "/a\u{200b}\u{200c}\u{200d}\u{200e}\u{200f}b",
+                "/a\\u{200b}\\u{200c}\\u{200d}\\u{200e}\\u{200f}b",
+            ),
+            (
+                "/\u{feff}a\u{ad}\u{2028}\u{fe0f}\u{e0041}",
+                "/\\u{feff}a\\xad\\u{2028}\\u{fe0f}\\u{e0041}",
+            ),
+            // A name cannot spell an escape it does not hold.
+            ("/a\\u{202e}b", "/a\\\\u{202e}b"),
+        ] {
+            assert_eq!(printable_name(name), shown, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn a_line_keeps_its_tabs_and_backslashes_and_escapes_the_same_set_otherwise() {
+        assert_eq!(printable("a\tb\\n"), "a\tb\\n");
+        assert_eq!(
+            printable("x\u{200b}\u{feff}\u{202e}\x1b"),
+            "x\\u{200b}\\u{feff}\\u{202e}\\x1b"
+        );
+    }
+
+    #[test]
+    fn whatever_the_name_what_is_shown_holds_only_characters_drawn_as_themselves() {
+        let all: String = (0..0x3000u32)
+            .chain(0xfe00..0x10000)
+            .chain(0xe0000..0xe0100)
+            .filter_map(char::from_u32)
+            .collect();
+        for shown in [printable_name(&all), printable(&all)] {
+            assert!(shown
+                .chars()
+                .all(|c| c == '\t' || (!c.is_control() && !is_format(c))));
+        }
+        assert!(!printable_name(&all).contains('\t'));
     }
 }

@@ -39,7 +39,7 @@ pub mod treecopy;
 mod view;
 mod wire;
 
-pub use change::{printable, printable_path};
+pub use change::{is_format, printable, printable_name, printable_path};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
 pub use diff::{

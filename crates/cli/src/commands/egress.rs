@@ -119,13 +119,13 @@ pub fn approvals(
         let request = q
             .request
             .as_deref()
-            .map(|r| format!(" {}", super::sandboxes::printable(r)))
+            .map(|r| format!(" {}", warden_workspace::printable_name(r)))
             .unwrap_or_default();
         println!(
             "{}  {} {}:{}{request} ({}), denied in {}s unless answered",
             q.id,
             q.protocol,
-            super::sandboxes::printable(&q.name),
+            warden_workspace::printable_name(&q.name),
             q.port,
             q.sandbox,
             q.deadline_ms.saturating_sub(now) / 1000

@@ -6,6 +6,7 @@ use rmcp::service::RoleServer;
 use rmcp::Peer;
 use std::collections::HashSet;
 use std::time::Duration;
+use warden_workspace::printable_name;
 
 use super::inner::{enc, Identity, Refused, Send};
 use super::Session;
@@ -160,12 +161,35 @@ impl Session {
 /// holds is named by its line (its name is allowed already, that request
 /// is asked).
 fn target_of(q: &crate::api::Approval) -> String {
+    let name = printable_name(&q.name);
     match &q.request {
-        Some(r) => format!("send {r} to {}:{}", q.name, q.port),
+        Some(r) => format!("send {} to {name}:{}", printable_name(r), q.port),
         None if q.protocol == warden_runtime::approvals::PROGRAM => {
-            format!("run the program {} (refused by its exec allowlist)", q.name)
+            format!("run the program {name} (refused by its exec allowlist)")
         }
-        None => format!("connect to {}:{}", q.name, q.port),
+        None => format!("connect to {name}:{}", q.port),
+    }
+}
+
+/// The question a person is shown through the client. The name, and a
+/// held request's line, are the sandbox's choice: shown escaped, as every
+/// door shows them, so a bidi override or a zero-width character cannot
+/// make the name read as another.
+fn question_text(q: &crate::api::Approval) -> String {
+    let name = printable_name(&q.name);
+    match &q.request {
+        None if q.protocol == warden_runtime::approvals::PROGRAM => format!(
+            "Sandbox {} tried to run {name}, which its exec allowlist refuses; the refusal stands in this run (a running sandbox's allowlist cannot grow). Allow it from the sandbox's next start? (\"always\" adds it to the allowlist, and only the sandbox's owner may; a single \"allow\" is answered as deny)",
+            q.sandbox
+        ),
+        Some(r) => format!(
+            "Sandbox {} wants to send {} to {name}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path)",
+            q.sandbox, printable_name(r), q.port
+        ),
+        None => format!(
+            "Sandbox {} wants to connect to {name}:{} ({}), which its policy does not allow. Allow it? (\"always\" adds the name to this sandbox's allowlist)",
+            q.sandbox, q.port, q.protocol
+        ),
     }
 }
 
@@ -187,20 +211,7 @@ pub(super) async fn ask_person(
         .optional_bool("always", false)
         .build()
         .map_err(|e| format!("cannot build the question: {e}"))?;
-    let message = match &q.request {
-        None if q.protocol == warden_runtime::approvals::PROGRAM => format!(
-            "Sandbox {} tried to run {}, which its exec allowlist refuses; the refusal stands in this run (a running sandbox's allowlist cannot grow). Allow it from the sandbox's next start? (\"always\" adds it to the allowlist, and only the sandbox's owner may; a single \"allow\" is answered as deny)",
-            q.sandbox, q.name
-        ),
-        Some(r) => format!(
-            "Sandbox {} wants to send {r} to {}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path)",
-            q.sandbox, q.name, q.port
-        ),
-        None => format!(
-            "Sandbox {} wants to connect to {}:{} ({}), which its policy does not allow. Allow it? (\"always\" adds the name to this sandbox's allowlist)",
-            q.sandbox, q.name, q.port, q.protocol
-        ),
-    };
+    let message = question_text(q);
     let left = q
         .deadline_ms
         .saturating_sub(warden_runtime::state::now_ms());
@@ -227,5 +238,46 @@ pub(super) async fn ask_person(
             })
         }
         _ => Err("the person declined the question".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(protocol: &str, name: &str, request: Option<&str>) -> crate::api::Approval {
+        crate::api::Approval {
+            id: "q1".into(),
+            sandbox: "sb".into(),
+            protocol: protocol.into(),
+            name: name.into(),
+            port: 443,
+            note: None,
+            request: request.map(Into::into),
+            asked_ms: 0,
+            deadline_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_question_put_through_mcp_shows_the_sandbox_chosen_name_and_request_escaped() {
+        for q in [
+            asked("tls", "evil\u{202e}moc.elgoog", None),
+            asked(
+                "request",
+                "api.example.com",
+                Some("GET /x\u{202e}\u{200b}\u{feff}y"),
+            ),
+            asked(
+                warden_runtime::approvals::PROGRAM,
+                "/tmp/x\u{202e}di\u{2066}",
+                None,
+            ),
+        ] {
+            for shown in [question_text(&q), target_of(&q)] {
+                assert!(!shown.chars().any(warden_workspace::is_format), "{shown:?}");
+                assert!(shown.contains("\\u{202e}"), "{shown:?}");
+            }
+        }
     }
 }
