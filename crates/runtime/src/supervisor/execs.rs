@@ -363,6 +363,16 @@ pub(super) fn read_notices(shared: &Arc<Shared>) {
             }
             continue;
         }
+        // A command that died of the stop at the sandbox's --timeout (the
+        // stop signals every process, and the init may tell of this one's
+        // death before its own end) ended at the deadline: 124, as `warden
+        // run` and the commands still running when the init goes end.
+        let notice = match notice {
+            FromInit::Signaled { id, .. } if shared.timed_out.load(Ordering::SeqCst) => {
+                FromInit::Exited { id, code: 124 }
+            }
+            other => other,
+        };
         let Ok(mut execs) = shared.execs.lock() else {
             break;
         };
