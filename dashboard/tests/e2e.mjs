@@ -553,6 +553,30 @@ try {
     await prompt.waitFor({ state: 'detached' });
   });
 
+  await scenario('a program whose name holds a right-to-left override is asked with the override shown escaped, never reordering the name', async () => {
+    // A program under a name that, drawn raw, reads `/…/exe.html`; the
+    // exec allowlist refuses it, so its name is asked about.
+    const bidiDir = join(state, 'bidi-bin');
+    mkdirSync(bidiDir, { recursive: true });
+    const bidiProgram = join(bidiDir, 'x\u202elmth.exe');
+    writeFileSync(bidiProgram, '#!/bin/sh\n', { mode: 0o755 });
+    await owner('POST', '/v1/sandboxes', { name: 'bidi', spec: { egress: { ask: true }, filesystem: { read_only: [bidiDir] }, process: { allow_exec: ['python3'] } } });
+    const plant = 'import os, sys\ntry:\n    os.execv(sys.argv[1], [sys.argv[1]])\nexcept OSError as e:\n    print(e)\n';
+    await call('POST', '/v1/sandboxes/bidi/exec', { argv: ['python3', '-c', plant, bidiProgram], background: true });
+    const prompt = page.locator('.prompt', { hasText: 'lmth.exe' });
+    await prompt.waitFor({ timeout: 20000 });
+    const text = await prompt.innerText();
+    if (text.includes('\u202e')) throw new Error(`the question holds the override raw: ${JSON.stringify(text)}`);
+    if (!text.includes('/x\\u{202e}lmth.exe')) throw new Error(`the question does not show the override escaped: ${JSON.stringify(text)}`);
+    await page.goto(`${base}/#/approvals`);
+    const card = page.locator('.card.question', { hasText: 'lmth.exe' });
+    await card.waitFor();
+    const listed = await card.innerText();
+    if (listed.includes('\u202e') || !listed.includes('\\u{202e}')) throw new Error(`the approvals page shows the name unescaped: ${JSON.stringify(listed)}`);
+    await prompt.locator('button', { hasText: 'Deny' }).click();
+    await prompt.waitFor({ state: 'detached' });
+  });
+
   await scenario('a request an ask rule holds is asked about by its method and path, not only its name', async () => {
     if (!existsSync('/usr/bin/openssl')) {
       console.log('skipped: no openssl to make the test server\'s certificate');
