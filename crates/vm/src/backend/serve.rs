@@ -1,0 +1,365 @@
+//! The guest's side of a VM sandbox served from the host: the caller's
+//! requests read off the control channel, one command run and relayed,
+//! or a long-lived sandbox's spawn channel served by relaying each request
+//! to the guest's init and each process's streams. It decides nothing of
+//! the sandbox's policy: the spec is the guest init's to apply.
+
+use super::*;
+
+pub(super) fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
+    use warden_jail::spawn::Request;
+    loop {
+        match warden_jail::spawn::read_request(channel.as_fd()) {
+            Request::Closed => break,
+            Request::Nothing => {}
+            Request::Got(req, fds) => {
+                if tx.send(Input::Request(req, fds)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = tx.send(Input::RequestsGone);
+}
+
+pub(super) fn next(rx: &Receiver<Input>, deadline: Option<Instant>) -> Option<Input> {
+    match deadline {
+        Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
+            Ok(i) => Some(i),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Input::VmGone(u64::MAX)),
+        },
+        None => Some(rx.recv().unwrap_or(Input::VmGone(u64::MAX))),
+    }
+}
+
+pub(super) fn workdir(spec: &SandboxSpec) -> String {
+    if let Some(w) = &spec.filesystem.workdir {
+        w.to_string_lossy().into_owned()
+    } else if spec.filesystem.workspace.is_some() {
+        WORKSPACE_MOUNT.to_string()
+    } else {
+        "/".to_string()
+    }
+}
+
+/// `warden run`: the spec's command, with this process's stdio.
+pub(super) fn one_command(
+    spec: &SandboxSpec,
+    w: &Writer,
+    rx: &Receiver<Input>,
+    deadline: Option<Instant>,
+) -> Ended2 {
+    const ID: u64 = 1;
+    // With a terminal (`run -t`, or `run` at one): the command runs at a
+    // terminal of the guest's own, of the caller's size; the caller's is
+    // raw meanwhile (the guest's line discipline echoes and edits), and
+    // put back as it was at the end.
+    let tty = spec.terminal == Terminal::Pty;
+    let winsize = tty
+        .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
+        .flatten();
+    let _raw = if tty {
+        warden_jail::pty::RawMode::enable().ok().flatten()
+    } else {
+        None
+    };
+    send(
+        w,
+        Frame::json(
+            Kind::Spawn,
+            ID,
+            &Spawn {
+                argv: spec.command.clone(),
+                env: spec.env.clone(),
+                cwd: workdir(spec),
+                tty,
+                winsize,
+            },
+        ),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    if let Ok(stdin) = std::io::stdin().as_fd().try_clone_to_owned() {
+        let (w, stop) = (w.clone(), stop.clone());
+        std::thread::spawn(move || pump_stdin(stdin, ID, w, stop));
+    }
+    let result = loop {
+        let Some(input) = next(rx, deadline) else {
+            break Ended2::Timeout;
+        };
+        match input {
+            Input::Vm(f) if f.id == ID => match f.kind {
+                Kind::Stdout => {
+                    let _ = std::io::stdout().write_all(&f.payload);
+                    let _ = std::io::stdout().flush();
+                }
+                Kind::Stderr => {
+                    let _ = std::io::stderr().write_all(&f.payload);
+                }
+                Kind::Failed => break Ended2::ExecFailed(f.parse::<i32>().unwrap_or(0)),
+                Kind::Ended => match f.parse::<Ended>() {
+                    Ok(e) => break Ended2::Exit(e),
+                    Err(_) => break Ended2::Gone,
+                },
+                _ => {}
+            },
+            Input::VmGone(_) => break Ended2::Gone,
+            // Not served: nothing pauses a one-shot run.
+            Input::Control(_, answer) => {
+                let _ = answer.send(Err(crate::control::ControlError::NotRunning));
+            }
+            _ => {}
+        }
+    };
+    stop.store(true, Ordering::SeqCst);
+    result
+}
+
+/// One process started through the spawn channel.
+pub(super) struct Exec {
+    stdout: File,
+    stderr: File,
+    stop: Arc<AtomicBool>,
+    /// With a terminal: its master side, for the caller with `spawned`.
+    master: Option<OwnedFd>,
+}
+
+pub(super) fn notify(channel: &OwnedFd, notice: &FromInit) {
+    notify_with(channel.as_fd(), notice, None);
+}
+
+/// An exec's terminal: a pseudo-terminal on the host whose master side
+/// goes to the caller (as the process backend's does) and whose slave
+/// side, in raw mode, is relayed to and from a terminal of the guest's
+/// own, where the process runs (the guest's line discipline is the one
+/// that echoes and edits). None is opened ahead of its process (see
+/// `Spawn`).
+pub(super) struct HostTerminals;
+
+impl warden_jail::spawn::Terminals for HostTerminals {
+    fn take(&mut self, _: u64) -> Result<OwnedFd, i32> {
+        Err(nix::errno::Errno::ENOTTY as i32)
+    }
+
+    fn open(&mut self, winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        let (master, slave) = warden_jail::spawn::open_terminal(winsize)?;
+        let mut t = tcgetattr(&slave).map_err(|e| e as i32)?;
+        cfmakeraw(&mut t);
+        tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| e as i32)?;
+        Ok((master, slave))
+    }
+}
+
+/// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
+pub(super) fn serve(
+    spec: &SandboxSpec,
+    live: &mut crate::control::Live,
+    rx: &Receiver<Input>,
+    channel: &OwnedFd,
+    deadline: Option<Instant>,
+) -> Ended2 {
+    let w = &live.writer.clone();
+    let mut relay = Served {
+        spec,
+        w,
+        channel,
+        execs: HashMap::new(),
+        connections: crate::inside::Connections::default(),
+    };
+    let result = loop {
+        let Some(input) = next(rx, deadline) else {
+            break Ended2::Timeout;
+        };
+        match input {
+            Input::Request(req, fds) => {
+                if let Some(end) = relay.request(req, fds) {
+                    break end;
+                }
+            }
+            Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
+            Input::Vm(f) if f.id & CONNECTION != 0 => relay.connections.frame(f, channel, w),
+            Input::Vm(f) => relay.guest_frame(f),
+            Input::VmGone(gen) if live.current(gen) => break Ended2::Gone,
+            // The reader of a VMM ended by a pause to disk.
+            Input::VmGone(_) => {}
+            Input::Control(op, answer) => {
+                use crate::control::After;
+                let (said, after) = live.control(op);
+                let _ = answer.send(said);
+                match after {
+                    After::Serve => {}
+                    After::End => break Ended2::Exit(Ended::Exited(0)),
+                    After::Lost => break Ended2::Gone,
+                }
+            }
+        }
+    };
+    for e in relay.execs.values() {
+        e.stop.store(true, Ordering::SeqCst);
+    }
+    relay.connections.end();
+    result
+}
+
+/// What [`serve`] relays between: the caller's spawn channel and the VM,
+/// with the processes it started there and the connections it carries.
+pub(super) struct Served<'a> {
+    spec: &'a SandboxSpec,
+    w: &'a Writer,
+    channel: &'a OwnedFd,
+    execs: HashMap<u64, Exec>,
+    connections: crate::inside::Connections,
+}
+
+impl Served<'_> {
+    /// A request of the caller's, passed to the guest's init or answered
+    /// here; how the relay ends, if it asks for the end.
+    fn request(&mut self, req: ToInit, fds: Vec<OwnedFd>) -> Option<Ended2> {
+        let (w, channel) = (self.w, self.channel);
+        match req {
+            ToInit::Spawn {
+                id,
+                argv,
+                env,
+                cwd,
+                tty,
+                winsize,
+                terminal,
+            } => match Streams::asked(tty, terminal, winsize, fds, &mut HostTerminals) {
+                Ok(streams) => {
+                    let spawn = Spawn {
+                        argv,
+                        env: with_env(&self.spec.env, env),
+                        cwd: cwd.unwrap_or_else(|| workdir(self.spec)),
+                        tty,
+                        winsize,
+                    };
+                    self.start(id, &spawn, streams);
+                }
+                Err(errno) => notify(channel, &FromInit::Failed { id, errno }),
+            },
+            ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
+            ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
+            ToInit::Shutdown => return Some(Ended2::Exit(Ended::Exited(0))),
+            // No terminal opened ahead of its process (see `Spawn`).
+            ToInit::OpenTerminal { id, .. } => notify(
+                channel,
+                &FromInit::FileDone {
+                    id,
+                    errno: nix::errno::Errno::ENOTTY as i32,
+                },
+            ),
+            // A connection to a service on the guest's loopback,
+            // relayed through the channel (see `inside`).
+            ToInit::Connect { id, to } => {
+                if let Err(errno) = self.connections.ask(id, &to, w) {
+                    notify(channel, &FromInit::FileDone { id, errno });
+                }
+            }
+            // The guest's files are not reached from the host yet.
+            ToInit::File { id, .. } => notify(
+                channel,
+                &FromInit::FileDone {
+                    id,
+                    errno: nix::errno::Errno::EOPNOTSUPP as i32,
+                },
+            ),
+        }
+        None
+    }
+
+    /// Ask the guest's init to start `spawn` as exec `id`, its input
+    /// pumped from the caller's stdin and its output written to the
+    /// caller's descriptors.
+    fn start(&mut self, id: u64, spawn: &Spawn, streams: Streams) {
+        let Streams {
+            stdio: [stdin, stdout, stderr],
+            master,
+        } = streams;
+        send(self.w, Frame::json(Kind::Spawn, id, spawn));
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let (w, stop) = (self.w.clone(), stop.clone());
+            std::thread::spawn(move || pump_stdin(stdin, id, w, stop));
+        }
+        self.execs.insert(
+            id,
+            Exec {
+                stdout: File::from(stdout),
+                stderr: File::from(stderr),
+                stop,
+                master,
+            },
+        );
+    }
+
+    /// A frame of the guest's init about one of its processes, told to
+    /// the caller (its output written to the caller's descriptors).
+    fn guest_frame(&mut self, f: Frame) {
+        let channel = self.channel;
+        match f.kind {
+            Kind::Spawned => {
+                let master = self.execs.get_mut(&f.id).and_then(|e| e.master.take());
+                notify_with(
+                    channel.as_fd(),
+                    &FromInit::Spawned {
+                        id: f.id,
+                        pid: f.parse::<i32>().unwrap_or(0),
+                    },
+                    master.as_ref(),
+                )
+            }
+            Kind::Failed => {
+                if let Some(e) = self.execs.remove(&f.id) {
+                    e.stop.store(true, Ordering::SeqCst);
+                }
+                notify(
+                    channel,
+                    &FromInit::Failed {
+                        id: f.id,
+                        errno: f.parse::<i32>().unwrap_or(0),
+                    },
+                )
+            }
+            Kind::Stdout | Kind::Stderr => {
+                if let Some(e) = self.execs.get_mut(&f.id) {
+                    let out = if f.kind == Kind::Stdout {
+                        &mut e.stdout
+                    } else {
+                        &mut e.stderr
+                    };
+                    let _ = out.write_all(&f.payload);
+                }
+            }
+            Kind::Ended => {
+                if let Some(e) = self.execs.remove(&f.id) {
+                    e.stop.store(true, Ordering::SeqCst);
+                }
+                let notice = match f.parse::<Ended>() {
+                    Ok(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
+                    Ok(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
+                    Err(_) => return,
+                };
+                notify(channel, &notice);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The sandbox's environment with a request's variables added (or
+/// replacing those of the same name).
+pub(super) fn with_env(
+    base: &[(String, String)],
+    env: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let mut full = base.to_vec();
+    for (k, v) in env {
+        match full.iter_mut().find(|(n, _)| *n == k) {
+            Some(slot) => slot.1 = v,
+            None => full.push((k, v)),
+        }
+    }
+    full
+}
