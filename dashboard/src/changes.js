@@ -26,8 +26,11 @@ function diffLines(patch) {
 export function changesView(root, id) {
   const list = h('div', { class: 'changes' });
   const note = h('p', { class: 'muted' });
+  // Said when the last run's changes were lost (its supervisor ended
+  // before saving its layer): the list is only what was saved before it.
+  const lost = h('p', { class: 'lost', role: 'alert', hidden: true });
   const reload = h('button', { type: 'button', onclick: load }, 'Refresh');
-  root.append(h('div', { class: 'row' }, reload, note), list);
+  root.append(h('div', { class: 'row' }, reload, note), lost, list);
 
   async function commit(c) {
     const flagged = c.flags.length > 0;
@@ -73,6 +76,8 @@ export function changesView(root, id) {
     note.textContent = 'loading…';
     try {
       const r = await api('GET', `/v1/sandboxes/${enc(id)}/changes?content=true`);
+      lost.textContent = r.lost ? `Changes lost: ${r.lost}` : '';
+      lost.hidden = !r.lost;
       list.replaceChildren(...r.changes.map(card));
       note.textContent = `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit and discard need the sandbox stopped.`;
       if (!r.changes.length) list.replaceChildren(h('p', { class: 'muted' }, 'No changes.'));

@@ -510,6 +510,14 @@ pub struct ChangesAnswer {
     /// leaves them out unless `include_ignored`).
     #[serde(default)]
     pub ignored: usize,
+    /// Set when the sandbox's last supervisor ended (killed) before saving
+    /// its layer, which it held in memory: the changes of that run are
+    /// lost, `changes` are only those saved before it, and this says so
+    /// (why, in words). `null` when nothing was lost. Snapshots and forks
+    /// of such a sandbox are refused (409, reason `changes_lost`) until a
+    /// start and a stop make what it saved its state.
+    #[serde(default)]
+    pub lost: Option<String>,
 }
 
 /// What a commit applied.

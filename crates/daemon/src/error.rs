@@ -197,6 +197,16 @@ impl From<LifecycleError> for ApiError {
                 ApiError::bad_request(chain(&e)).with_field(Some("/workspace"))
             }
             LifecycleError::Running { .. } => ApiError::conflict(chain(&e)),
+            // Its reason code as every door has it; a start and a stop
+            // save nothing more, so the answer says what they would do.
+            LifecycleError::ChangesLost { .. } => {
+                let mut a = ApiError::conflict(format!(
+                    "{}; a start and a stop of it make what it saved its state, to copy that",
+                    chain(&e)
+                ));
+                a.problem.reason = e.reason().map(str::to_string);
+                a
+            }
             LifecycleError::Refused(_) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
             }

@@ -73,7 +73,26 @@ pub enum LifecycleError {
     /// Its supervisor made no progress while stopping: it was killed.
     #[error("{}", did_not_stop(.0))]
     DidNotStop(Box<Stuck>),
+    /// Sandbox `name`'s last supervisor ended before saving its layer
+    /// (held in memory): a copy would pass the layer as it was before that
+    /// run off as the sandbox's state. Each door says how to copy what it
+    /// saved (a start and a stop) in its own words.
+    #[error("sandbox {name}: its supervisor ended before saving its layer; its unsaved changes are lost")]
+    ChangesLost { name: String },
 }
+
+impl LifecycleError {
+    /// The stable reason code of a refusal every door words alike.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            LifecycleError::ChangesLost { .. } => Some(CHANGES_LOST),
+            _ => None,
+        }
+    }
+}
+
+/// The reason code of [`LifecycleError::ChangesLost`].
+pub const CHANGES_LOST: &str = "changes_lost";
 
 /// A supervisor that made no progress for `quiet` while stopping (in
 /// `phase`, as its record said): it was killed, and what it held is

@@ -142,7 +142,14 @@ fn a_dead_sandboxs_mark_never_leads_into_another_sandboxs_layer() {
         None,
         "a snapshot of a1 copied the victim's files"
     );
-    let _ = warden(s, &["fork", "a1"]);
+    let fork = warden(s, &["fork", "a1"]);
+    assert!(
+        !fork.status.success()
+            && stderr(&fork).contains("its unsaved changes are lost")
+            && stderr(&fork).contains("`warden start a1` and `warden stop a1` first"),
+        "a fork of a sandbox whose changes are lost: {}",
+        stderr(&fork)
+    );
     assert_eq!(
         holds_secret(&sandbox_dir(s, "a1-fork-1")),
         None,
@@ -176,7 +183,9 @@ fn a_dead_sandboxs_mark_never_leads_into_another_sandboxs_layer() {
 }
 
 /// The API's changes, snapshot and fork of the dead `a1`, through a daemon
-/// on the same state: none shows or copies the victim's files.
+/// on the same state: none shows or copies the victim's files, the
+/// changes say a1's last run's changes are lost, and the snapshot and
+/// fork are refused (409, `changes_lost`) with nothing made.
 fn api_never_shows_the_victim(s: &Path) {
     // The API's changes, through a daemon on the same state.
     if std::process::Command::new("curl")
@@ -200,8 +209,27 @@ fn api_never_shows_the_victim(s: &Path) {
         !body.contains("private.txt") && !body.contains(SECRET),
         "the API's changes of a1 show the victim's layer ({status}): {body}"
     );
-    // The API's snapshot and fork copy through the runtime: whatever they
-    // answer, no copy holds the victim's files.
+    // Before the refusal moved below the doors, the answer was the saved
+    // layer's list alone, as if it were a1's state: it says they are lost.
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        answer["lost"]
+            .as_str()
+            .is_some_and(|why| why.contains("its unsaved changes are lost")),
+        "the API's changes of a1 do not say its last run's changes are lost: {body}"
+    );
+    let entries = |dir: &str| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<_> = std::fs::read_dir(s.join(dir))
+            .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let (snaps_before, sandboxes_before) =
+        (entries("warden/snapshots"), entries("warden/sandboxes"));
+    // The API's snapshot and fork copy through the runtime, which refuses
+    // them (before: 201, a copy of the saved layer passed off as a1's
+    // state); whatever they answer, no copy holds the victim's files.
     let (status, body) = daemon::call(
         &d,
         "POST",
@@ -214,7 +242,15 @@ fn api_never_shows_the_victim(s: &Path) {
         None,
         "the API's snapshot of a1 ({status}) copied the victim's files: {body}"
     );
+    assert_eq!(status, 409, "the API's snapshot of a1: {body}");
+    assert!(body.contains(r#""reason":"changes_lost""#), "{body}");
+    assert_eq!(entries("warden/snapshots"), snaps_before, "{body}");
+    let (_, list) = daemon::call(&d, "GET", "/v1/snapshots", None, None);
+    assert!(!list.contains("stolen-api"), "{list}");
     let (status, body) = daemon::call(&d, "POST", "/v1/sandboxes/a1/fork", Some("{}"), None);
+    assert_eq!(status, 409, "the API's fork of a1: {body}");
+    assert!(body.contains(r#""reason":"changes_lost""#), "{body}");
+    assert_eq!(entries("warden/sandboxes"), sandboxes_before, "{body}");
     for e in std::fs::read_dir(s.join("warden/sandboxes"))
         .unwrap()
         .flatten()

@@ -197,10 +197,19 @@ pub async fn changes(
             .map(serde_json::to_value)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ApiError::internal(format!("cannot show a change: {e}")))?;
+        // Asked after the review: a layer found lost is never shown as
+        // the sandbox's whole state without saying so.
+        let lost =
+            (!warden_runtime::lifecycle::liveness(&sb).running() && sb.changes_lost()).then(|| {
+                warden_runtime::lifecycle::LifecycleError::ChangesLost { name: id.clone() }
+                    .to_string()
+                    + "; these are the changes it saved before that run"
+            });
         Ok(Json(ChangesAnswer {
             changes,
             flagged,
             ignored,
+            lost,
         }))
     })
     .await

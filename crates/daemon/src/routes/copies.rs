@@ -161,7 +161,7 @@ fn refused(e: LifecycleError) -> ApiError {
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/snapshots", params(("id" = String, Path)), request_body = NewSnapshot,
     responses((status = 201, description = "its workspace layer, home and options saved (a running sandbox is paused for the copy); processes are not carried", body = Snapshot),
         (status = 400, body = Problem), (status = 404, body = Problem),
-        (status = 409, description = "a snapshot of that name exists", body = Problem),
+        (status = 409, description = "a snapshot of that name exists, or (reason `changes_lost`) the sandbox's last supervisor ended before saving its layer: nothing was made", body = Problem),
         (status = 429, description = "the caller keeps the most snapshots, or bytes of them, it may", body = Problem)),
     security(("token" = [])))]
 pub async fn create(
@@ -379,7 +379,9 @@ fn carried(source: &str, memory: &Result<(), String>) -> String {
     responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); a VM's memory and processes are carried where it can be paused to disk (`memory` says whether, `memory_why` why not)", body = Forked),
         (status = 400, body = Problem),
         (status = 403, description = "a token's fork of a source that reaches the host where the owner no longer lets a token: nothing was copied", body = Problem),
-        (status = 404, body = Problem), (status = 429, body = Problem)),
+        (status = 404, body = Problem),
+        (status = 409, description = "(reason `changes_lost`) the sandbox's last supervisor ended before saving its layer, whose changes are lost: nothing was made", body = Problem),
+        (status = 429, body = Problem)),
     security(("token" = [])))]
 pub async fn fork(
     State(app): State<Arc<App>>,

@@ -102,8 +102,17 @@ impl<'a> Held<'a> {
     /// (its memory saved, then restored when dropped), and where that is
     /// refused it is paused in place and the copy carries its files only,
     /// the refusal kept as why.
+    /// A sandbox whose last supervisor ended before saving its layer is
+    /// refused ([`LifecycleError::ChangesLost`]): its saved layer is not
+    /// its state, and no copy passes it off as such.
     fn hold(sb: &'a Sandbox, why: &str, memory: bool) -> Result<Held<'a>, LifecycleError> {
         let lock = no_copy_meanwhile(sb)?;
+        // Asked under the copy lock: no start between this and the copy.
+        if !super::liveness(sb).running() && sb.changes_lost() {
+            return Err(LifecycleError::ChangesLost {
+                name: sb.name().to_string(),
+            });
+        }
         let saved = sb.dir().join(crate::supervisor::VM_PAUSED);
         let is_vm = memory
             && effective(sb.dir())

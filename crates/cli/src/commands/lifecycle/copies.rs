@@ -27,17 +27,16 @@ pub enum SnapshotsCommand {
     },
 }
 
-/// A copy of a stopped sandbox whose last run was killed with its layer in
-/// memory would hold the layer as it was before that run and pass it off
-/// as the sandbox's state: refused, with what to do.
-fn refuse_lost(sb: &warden_workspace::Sandbox, live: bool) -> anyhow::Result<()> {
-    if !live && sb.changes_lost() {
-        anyhow::bail!(
-            "sandbox {name}: its supervisor ended before saving its layer; its unsaved changes are lost. To copy what it saved, `warden start {name}` and `warden stop {name}` first",
-            name = sb.name()
-        );
+/// A refusal of a copy, worded for the command line: a sandbox whose last
+/// supervisor ended before saving its layer is told how to copy what it
+/// saved.
+fn worded(e: lifecycle::LifecycleError) -> anyhow::Error {
+    match &e {
+        lifecycle::LifecycleError::ChangesLost { name } => anyhow::anyhow!(
+            "{e}. To copy what it saved, `warden start {name}` and `warden stop {name}` first"
+        ),
+        _ => e.into(),
     }
-    Ok(())
 }
 
 pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
@@ -45,8 +44,8 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
     match cmd {
         SnapshotsCommand::Create { sandbox, snap } => {
             let (_, sb) = open(&sandbox)?;
-            refuse_lost(&sb, running(&sb))?;
-            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)?;
+            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)
+                .map_err(worded)?;
             println!("{}", info.name);
             eprintln!(
                 "warden: snapshot {} of sandbox {sandbox} ({} bytes, memory: {}): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
@@ -151,8 +150,7 @@ pub fn fork(name: &str, count: usize) -> anyhow::Result<u8> {
     }
     let (store, sb) = open(name)?;
     let live = running(&sb);
-    refuse_lost(&sb, live)?;
-    let forked = lifecycle::fork_with_memory(&store, &sb, count)?;
+    let forked = lifecycle::fork_with_memory(&store, &sb, count).map_err(worded)?;
     match &forked.memory {
         Ok(()) => eprintln!("warden: memory: true (each fork goes on from {name}'s processes)"),
         Err(why) => eprintln!("warden: memory: false ({why}); the forks carry {name}'s files only"),
