@@ -12,8 +12,8 @@ pub mod remote;
 pub mod resolution;
 pub mod run;
 pub mod sandboxes;
-pub mod units;
 pub mod selftest;
+pub mod units;
 pub mod vm;
 
 use anyhow::Context;
