@@ -240,7 +240,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         Some((image, _)) => config.root_image = Some(image),
         None => config.rootfs = rootfs,
     }
-    config.ram = crate::ram::for_config(&config);
+    config.ram = crate::pause::ram_for(&config);
     Ok(Prepared {
         config,
         warning: choice.warning,

@@ -56,6 +56,24 @@ pub fn unsaveable(cfg: &Config) -> Option<String> {
     None
 }
 
+/// The RAM a VM of `cfg` runs with when it boots or starts from a
+/// template: a file of its own in its run directory when it can be saved,
+/// anonymous memory otherwise.
+pub fn ram_for(cfg: &Config) -> crate::ram::Ram {
+    let mut shape = cfg.clone();
+    if let crate::fsd::WorkspaceFs::VirtioFs { forced: false, .. } = shape.workspace_fs {
+        // Merely preferred: a template's start serves the workspace over
+        // 9p, and where virtio-fs does serve it the VMM keeps anonymous
+        // memory whatever this says.
+        shape.workspace_fs = crate::fsd::WorkspaceFs::NineP;
+    }
+    if unsaveable(&shape).is_some() {
+        crate::ram::Ram::Anonymous
+    } else {
+        crate::ram::Ram::Shared(cfg.run_dir.join(crate::ram::BASE))
+    }
+}
+
 /// Whether the guest of `cfg` has 9p shares to give back before a save.
 pub fn has_shares(cfg: &Config) -> bool {
     cfg.workspace.is_some() || cfg.trust.is_some() || !cfg.shares.is_empty()

@@ -1,7 +1,7 @@
 //! A guest's memory as a file: what lets a save leave the guest's RAM out
 //! of its stream.
 //!
-//! A VM that can be saved ([`crate::pause::unsaveable`]) runs with its RAM
+//! A VM that can be saved (`pause::unsaveable`) runs with its RAM
 //! in a file of its own run directory, mapped shared (QEMU's
 //! `memory-backend-file,share=on`). Every VMM has the migration
 //! capability `x-ignore-shared` on (QEMU 7.2 has no command-line switch for
@@ -77,24 +77,6 @@ impl Ram {
             "memory-backend-file,id=mem,size={mib}M,mem-path={},share={share}",
             handed.replace(',', ",,")
         ))
-    }
-}
-
-/// The RAM a VM of `cfg` runs with when it boots or starts from a
-/// template: a file of its own in its run directory when it can be saved,
-/// anonymous memory otherwise.
-pub fn for_config(cfg: &crate::machine::Config) -> Ram {
-    let mut shape = cfg.clone();
-    if let crate::fsd::WorkspaceFs::VirtioFs { forced: false, .. } = shape.workspace_fs {
-        // Merely preferred: a template's start serves the workspace over
-        // 9p, and where virtio-fs does serve it the VMM keeps anonymous
-        // memory whatever this says.
-        shape.workspace_fs = crate::fsd::WorkspaceFs::NineP;
-    }
-    if crate::pause::unsaveable(&shape).is_some() {
-        Ram::Anonymous
-    } else {
-        Ram::Shared(cfg.run_dir.join(BASE))
     }
 }
 
@@ -291,7 +273,7 @@ pub(crate) fn check_digest(path: &Path, want: Option<&str>) -> Result<(), String
 
 /// Copy the VM state saved in `src` (a pause to disk: its stream, record
 /// and the rest) into the new directory `dst`, where it is restored as a
-/// copy ([`crate::pause::restore_copy`]). Every file is copied, the base
+/// copy (`pause::restore_copy`). Every file is copied, the base
 /// sparsely (a reflink where the file system has them): never a link,
 /// which the saved VM would take back and write, or which two copies'
 /// VMMs would both hold.

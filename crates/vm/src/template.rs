@@ -244,7 +244,7 @@ pub fn restore(
 /// The RAM a VM restored from the template at `state` runs with: a sparse
 /// copy of the template's base in its own run directory (no VMM ever
 /// holds the base itself, see [`crate::ram`]), mapped shared by a VM that
-/// can be saved from it ([`crate::ram::for_config`]), privately by one
+/// can be saved from it ([`crate::pause::ram_for`]), privately by one
 /// that cannot. A base changed since it was made is refused.
 fn ram_for(cfg: &Config, state: &Path) -> Result<crate::ram::Ram, SnapshotError> {
     let base = ram_path(state);

@@ -158,7 +158,7 @@ pub fn with_busybox_root(mut cfg: Config, tree: &std::path::Path) -> Option<Conf
     cfg.params
         .push(("root".into(), tool.format.as_str().into()));
     // As the backend does: a VM that can be saved keeps its RAM in a file.
-    cfg.ram = warden_vm::ram::for_config(&cfg);
+    cfg.ram = warden_vm::pause::ram_for(&cfg);
     Some(cfg)
 }
 
