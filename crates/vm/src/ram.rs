@@ -95,65 +95,16 @@ pub(crate) fn fresh(path: &Path, mib: u64) -> io::Result<()> {
 /// untouched memory stays holes.
 pub(crate) fn copy_sparse(from: &Path, to: &Path) -> io::Result<()> {
     let src = File::open(from)?;
-    let dst = std::fs::OpenOptions::new()
+    let mut dst = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(to)?;
-    let done = (|| {
-        if rustix::fs::ioctl_ficlone(&dst, &src).is_ok() {
-            return Ok(());
-        }
-        let len = src.metadata()?.len();
-        let mut pos = 0u64;
-        while pos < len {
-            let start = match rustix::fs::seek(&src, rustix::fs::SeekFrom::Data(pos)) {
-                Ok(o) => o,
-                Err(rustix::io::Errno::NXIO) => break,
-                Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => pos,
-                Err(e) => return Err(e.into()),
-            };
-            let end = rustix::fs::seek(&src, rustix::fs::SeekFrom::Hole(start))
-                .map_or(len, |o| o.min(len));
-            copy_range(&src, &dst, start, end)?;
-            pos = end.max(start + 1);
-        }
-        dst.set_len(len)
-    })();
+    let done = warden_workspace::fsutil::fill(&src, &mut dst);
     if done.is_err() {
         let _ = std::fs::remove_file(to);
     }
     done
-}
-
-fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let (mut off_in, mut off_out) = (start, start);
-    while off_in < end {
-        let want = usize::try_from(end - off_in)
-            .unwrap_or(usize::MAX)
-            .min(1 << 30);
-        match rustix::fs::copy_file_range(from, Some(&mut off_in), to, Some(&mut off_out), want) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(_) => {
-                let mut buf = vec![0u8; 1 << 20];
-                while off_in < end {
-                    let n = usize::try_from(end - off_in)
-                        .unwrap_or(buf.len())
-                        .min(buf.len());
-                    let got = from.read_at(&mut buf[..n], off_in)?;
-                    if got == 0 {
-                        break;
-                    }
-                    to.write_all_at(&buf[..got], off_out)?;
-                    off_in += got as u64;
-                    off_out += got as u64;
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Make the file at `path` (a base, or a saved memory file: no VMM opens

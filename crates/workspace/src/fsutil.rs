@@ -256,7 +256,7 @@ fn open_below(parent: &impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
 /// system offers one, else a copy of its data extents only (`SEEK_DATA`,
 /// `SEEK_HOLE`), so that a sparse file stays sparse: a sandbox's 1 GiB file
 /// of holes must not become 1 GiB on the host's disk.
-pub(crate) fn fill(from: &File, to: &mut File) -> io::Result<()> {
+pub fn fill(from: &File, to: &mut File) -> io::Result<()> {
     if rustix::fs::ioctl_ficlone(&*to, from).is_ok() {
         return Ok(());
     }
