@@ -16,7 +16,12 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start(reply: &'static [u8]) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Upstream::on("127.0.0.1:0", reply)
+    }
+
+    /// The same on `addr` (`0.0.0.0:0`: every address of the host).
+    pub fn on(addr: &str, reply: &'static [u8]) -> Upstream {
+        let listener = TcpListener::bind(addr).unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();

@@ -9,12 +9,12 @@
 //! QEMU or no guest kernel (see `warden vm kernel`).
 
 use crate::common;
+use crate::common::tcp::Upstream;
 use crate::common::vm::*;
 use crate::common::*;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -197,42 +197,6 @@ fn a_vm_sandbox_past_its_timeout_is_killed_with_its_vmm() {
         pids_with_marker(ws.str()).is_empty(),
         "a VMM outlived its sandbox"
     );
-}
-
-/// A TCP server on 127.0.0.1 that records what each connection sent and
-/// answers with `reply`.
-struct Upstream {
-    port: u16,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl Upstream {
-    fn start(reply: &'static [u8]) -> Upstream {
-        Upstream::on("127.0.0.1:0", reply)
-    }
-
-    fn on(addr: &str, reply: &'static [u8]) -> Upstream {
-        let listener = std::net::TcpListener::bind(addr).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                conn.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = vec![0u8; 65536];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                s.lock().unwrap().push(buf[..n].to_vec());
-                let _ = conn.write_all(reply);
-            }
-        });
-        Upstream { port, seen }
-    }
-
-    fn connections(&self) -> Vec<Vec<u8>> {
-        self.seen.lock().unwrap().clone()
-    }
 }
 
 /// Python for the guest: a real TLS ClientHello (OpenSSL's) for a name,
