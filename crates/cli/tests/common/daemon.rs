@@ -405,6 +405,25 @@ pub fn calls_as(
     move |method, path, body| call_on(d, true, method, path, body, Some(&token))
 }
 
+/// Make sandbox `name` (with `disk`) through `t` and give it a layer whose
+/// copy takes a while: 4,000 small files and `mb` MB of random bytes, the
+/// window a race against a snapshot or a create falls in.
+pub fn slow_to_copy(
+    t: &impl Fn(&str, &str, Option<&str>) -> (u16, String),
+    name: &str,
+    disk: &str,
+    mb: u32,
+) {
+    let spec = format!(r#"{{"name":"{name}","spec":{{"resources":{{"disk":"{disk}"}}}}}}"#);
+    let (s, b) = t("POST", "/v1/sandboxes", Some(&spec));
+    assert_eq!(s, 201, "{b}");
+    let fill = format!(
+        r#"{{"shell":"mkdir -p /workspace/many && cd /workspace/many && for d in $(seq 1 8); do mkdir $d; for f in $(seq 1 500); do echo x > $d/$f; done; done; head -c {mb}000000 /dev/urandom > /workspace/big"}}"#
+    );
+    let (s, b) = t("POST", &format!("/v1/sandboxes/{name}/exec"), Some(&fill));
+    assert_eq!(s, 200, "{b}");
+}
+
 /// A token `name` made by the owner with [`WORKER_SCOPES`], as
 /// [`calls_as`].
 pub fn worker<'a>(

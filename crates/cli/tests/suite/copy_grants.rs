@@ -8,7 +8,7 @@
 //! from before it is made, so a create at the same moment counts it.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, worker, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, slow_to_copy, worker, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 use std::path::Path;
@@ -161,21 +161,8 @@ fn a_snapshot_and_creates_at_once_never_hold_more_than_the_tokens_disk_quota() {
         &[],
     );
     let t = worker(&d, "q");
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"src","spec":{"resources":{"disk":"64M"}}}"#),
-    );
-    assert_eq!(s, 201, "{b}");
     // A layer whose copy takes a while: many small files and 58 MB.
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes/src/exec",
-        Some(
-            r#"{"shell":"mkdir -p /workspace/many && cd /workspace/many && for d in $(seq 1 8); do mkdir $d; for f in $(seq 1 500); do echo x > $d/$f; done; done; head -c 58000000 /dev/urandom > /workspace/big"}"#,
-        ),
-    );
-    assert_eq!(s, 200, "{b}");
+    slow_to_copy(&t, "src", "64M", 58);
     let (snap, creates) = std::thread::scope(|scope| {
         let snap = scope.spawn(|| {
             t(

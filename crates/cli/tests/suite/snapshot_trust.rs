@@ -7,7 +7,7 @@
 //! socket, a tree deeper than PATH_MAX) is answered, never with a 500.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, worker, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, slow_to_copy, worker, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 
@@ -55,21 +55,8 @@ fn a_tokens_snapshot_raced_by_the_owners_of_the_same_name_keeps_the_tokens_own_s
     let secret = state.path().join("ownerdata");
     let (d, token) = owner_victim_and_token(state.path(), &secret);
     let t = calls_as(&d, token);
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"att","spec":{"resources":{"disk":"1G"}}}"#),
-    );
-    assert_eq!(s, 201, "{b}");
     // A copy that takes a while: the window the owner's save fell in.
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes/att/exec",
-        Some(
-            r#"{"shell":"mkdir -p /workspace/many && cd /workspace/many && for d in $(seq 1 8); do mkdir $d; for f in $(seq 1 500); do echo x > $d/$f; done; done; head -c 60000000 /dev/urandom > /workspace/big"}"#,
-        ),
-    );
-    assert_eq!(s, 200, "{b}");
+    slow_to_copy(&t, "att", "1G", 60);
     let (mine, theirs) = std::thread::scope(|scope| {
         let mine = scope.spawn(|| {
             t(
