@@ -23,6 +23,20 @@ pub fn warden_bin() -> PathBuf {
 }
 
 /// `warden run ARGS -- sh -c SCRIPT`, without a terminal, stdin closed.
+/// Copy the program `from` to `to`, ready to run. The copy is written by a
+/// `cp` of its own: a write descriptor held by this process, even for a
+/// moment, would be inherited by another test's fork and make every exec of
+/// the copy fail with "text file busy" until that fork's own exec.
+pub fn copy_program(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("cp runs");
+    assert!(out.status.success(), "cp {from:?} {to:?}: {}", stderr(&out));
+}
+
 pub fn run_sh(args: &[&str], script: &str) -> Output {
     let mut cmd = Command::new(warden_bin());
     cmd.arg("run")
@@ -200,18 +214,8 @@ impl Unprivileged {
         }
         let dir = TempDir::new("unpriv-bin");
         let bin = dir.path().join("warden");
-        std::fs::copy(warden_bin(), &bin).ok()?;
+        copy_program(&warden_bin(), &bin);
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).ok()?;
-        // Another test's fork may hold the copy's write descriptor for a
-        // moment (until its exec): wait until the copy can be run.
-        for _ in 0..100 {
-            match Command::new(&bin).arg("--version").output() {
-                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => break,
-            }
-        }
         Some(Unprivileged {
             uid,
             gid,
@@ -441,7 +445,7 @@ pub fn busybox_rootfs() -> Option<TempDir> {
     for d in ["usr/bin", "etc", "proc", "dev", "tmp"] {
         std::fs::create_dir_all(root.path().join(d)).unwrap();
     }
-    std::fs::copy(busybox, root.path().join("usr/bin/busybox")).unwrap();
+    copy_program(busybox, &root.path().join("usr/bin/busybox"));
     std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).unwrap();
     std::fs::write(
         root.path().join("etc/os-release"),

@@ -222,7 +222,7 @@ fn a_program_whose_path_holds_a_bidi_override_is_asked_about_and_listed_with_it_
     // Drawn as is, `x<RLO>di` reads `xid` backwards from the override on:
     // the question would show another name than the program's.
     let program = dir.path().join("x\u{202e}di");
-    std::fs::copy("/usr/bin/id", &program).unwrap();
+    copy_program(Path::new("/usr/bin/id"), &program);
     let profile = dir.path().join("agent.yaml");
     std::fs::write(&profile, "process:\n  allow_exec:\n    - sh\n").unwrap();
     let mut term = TestTerminal::open(24, 200);

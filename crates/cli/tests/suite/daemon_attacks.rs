@@ -558,7 +558,7 @@ fn a_process_in_another_user_namespace_is_refused_by_the_owners_socket() {
     };
     // `warden serve` runs the daemon binary installed beside warden.
     let beside = user.bin.with_file_name("warden-daemon");
-    std::fs::copy(warden_bin().with_file_name("warden-daemon"), &beside).unwrap();
+    copy_program(&warden_bin().with_file_name("warden-daemon"), &beside);
     let state = TempDir::new("peer-ns");
     user.own(state.path());
     let wstate = state.path().join("warden");

@@ -13,7 +13,7 @@ fn serve_without_warden_daemon_beside_says_which_build_makes_it_and_where_instal
     // in a directory is that build.
     let dir = TempDir::new("fresh-alone");
     let alone = dir.path().join("warden");
-    std::fs::copy(warden_bin(), &alone).unwrap();
+    copy_program(&warden_bin(), &alone);
     let state = TempDir::new("fresh-alone-state");
     let out = Command::new(&alone)
         .arg("serve")
@@ -131,7 +131,7 @@ fn doctor_row(out: &str, name: &str) -> String {
 fn doctor_of_a_warden_built_alone_says_how_the_guest_init_is_built_and_installed() {
     let dir = TempDir::new("fresh-doctor");
     let alone = dir.path().join("warden");
-    std::fs::copy(warden_bin(), &alone).unwrap();
+    copy_program(&warden_bin(), &alone);
     let state = TempDir::new("fresh-doctor-state");
     let out = Command::new(&alone)
         .arg("doctor")

@@ -661,7 +661,7 @@ fn bundle(dir: &Path, config: &serde_json::Value) -> std::path::PathBuf {
     if !rootfs.exists() {
         std::fs::create_dir_all(rootfs.join("bin")).unwrap();
         std::fs::create_dir_all(rootfs.join("etc")).unwrap();
-        std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
+        copy_program(Path::new("/bin/busybox"), &rootfs.join("bin/busybox"));
         std::os::unix::fs::symlink("busybox", rootfs.join("bin/sh")).unwrap();
     }
     let b = dir.join("bundle");

@@ -160,15 +160,7 @@ fn a_probe_that_refuses_to_run_is_skipped_with_its_reason_never_an_escape() {
     // attack not tried, not an escape (exit status 1 is for real ones).
     let dir = TempDir::new("selftest-renamed");
     let bin = dir.path().join("sbx");
-    std::fs::copy(warden_bin(), &bin).unwrap();
-    for _ in 0..100 {
-        match Command::new(&bin).arg("--version").output() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            _ => break,
-        }
-    }
+    copy_program(&warden_bin(), &bin);
     let out = Command::new(&bin)
         .args(["selftest", "--json", "--only", "res"])
         .stdin(Stdio::null())

@@ -779,7 +779,7 @@ fn build_image(dir: &Path, name: &str, entry: &[&str]) -> PathBuf {
     for d in ["etc", "tmp", "proc", "dev", "sys", "run", "var"] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
     }
-    std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
+    super::copy_program(Path::new(BUSYBOX), &tree.join("bin/busybox"));
     for tool in [
         "sh", "echo", "cat", "sleep", "nc", "hostname", "wget", "ls", "head", "dd", "kill", "ps",
         "grep", "true", "tail",

@@ -19,6 +19,24 @@ use std::process::{Command, Output};
 
 pub const BUSYBOX: &str = "/bin/busybox";
 
+/// Copy the program `from` to `to`, ready to run. A `cp` of its own writes
+/// it: a write descriptor held by this process, even for a moment, would be
+/// inherited by another test's fork and make the copy's exec fail with
+/// "text file busy".
+pub fn copy_program(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("cp runs");
+    assert!(
+        out.status.success(),
+        "cp {from:?} {to:?}: {}",
+        text(&out.stderr)
+    );
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_warden-oci")
 }
@@ -48,7 +66,7 @@ impl Lab {
         let rootfs = dir.path().join("rootfs");
         std::fs::create_dir_all(rootfs.join("bin")).unwrap();
         std::fs::create_dir_all(rootfs.join("etc")).unwrap();
-        std::fs::copy(BUSYBOX, rootfs.join("bin/busybox")).unwrap();
+        copy_program(Path::new(BUSYBOX), &rootfs.join("bin/busybox"));
         for tool in [
             "sh", "echo", "cat", "sleep", "ls", "nc", "wget", "hostname", "touch",
         ] {

@@ -173,7 +173,7 @@ fn build_image(dir: &Path) -> PathBuf {
     // The host's /usr can be bound in (its curl and libraries).
     std::os::unix::fs::symlink("usr/lib", tree.join("lib")).unwrap();
     std::os::unix::fs::symlink("usr/lib64", tree.join("lib64")).unwrap();
-    std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
+    copy_program(Path::new(BUSYBOX), &tree.join("bin/busybox"));
     // What a pod's author would like the node to read as its own
     // configuration: a profile in the image, whose secret's program would
     // run on the node (and leave its mark in the test's directory).
