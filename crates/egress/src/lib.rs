@@ -16,6 +16,7 @@ pub mod ask;
 pub mod decision;
 pub mod dns;
 pub mod http;
+mod linger;
 pub mod matcher;
 mod metered;
 pub mod proxy;

@@ -170,7 +170,11 @@ pub(super) async fn serve(
         .half_close(true)
         .preserve_header_case(true)
         .title_case_headers(true);
-    let connection = builder.serve_connection(TokioIo::new(metered), service);
+    // Closed lingering: a refusal's answer is never lost to a reset.
+    let connection = builder.serve_connection(
+        TokioIo::new(crate::linger::Lingering::new(metered)),
+        service,
+    );
     // The upstream's side is driven here, beside the sandbox's: when it
     // ends (the upstream closed), the sandbox's side writes out the answer
     // it is writing, if any, and closes, as the upstream did.

@@ -19,7 +19,7 @@ use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::requests::{rpc_labels, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 use hyper::{Response, StatusCode};
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -48,9 +48,8 @@ pub(super) async fn judge(
     record: &Recorder,
     parts: &http::request::Parts,
     path: &str,
-    body: Incoming,
+    body: OutBody,
 ) -> Result<Let, Refused> {
-    let body = boxed(body);
     let rules = &term.request_rules;
     if !rules.covers(name, port) {
         return Ok(Let { body, tally: None });
@@ -232,7 +231,10 @@ fn rank(o: &Outcome) -> u8 {
 /// `body` as the session's other stages take it. Not a closure in the
 /// async function: the future it would be held in must be `Send` for any
 /// lifetime, which a closure's inferred error type is not.
-fn boxed(body: Incoming) -> OutBody {
+pub(super) fn boxed<B>(body: B) -> OutBody
+where
+    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + 'static,
+{
     fn boxed_error(e: hyper::Error) -> BoxError {
         Box::new(e)
     }

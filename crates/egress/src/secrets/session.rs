@@ -329,7 +329,8 @@ pub(crate) async fn serve(
     // whatever hyper read behind the upgrade's head, which `upgrade`
     // never relays.
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let io = TokioIo::new(tls);
+    // Closed lingering: a refusal's answer is never lost to a reset.
+    let io = TokioIo::new(crate::linger::Lingering::new(tls));
     let connection: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>> = if h2 {
         Box::pin(
             hyper::server::conn::http2::Builder::new(TokioExecutor::new())

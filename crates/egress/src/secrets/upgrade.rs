@@ -29,8 +29,11 @@ use tokio::net::TcpStream;
 
 /// The sandbox's side of a terminated connection as hyper serves it: what
 /// an HTTP/1.1 upgrade hands back.
-pub(super) type SandboxIo =
-    TokioIo<tokio_rustls::server::TlsStream<crate::metered::Metered<tokio::net::TcpStream>>>;
+pub(super) type SandboxIo = TokioIo<
+    crate::linger::Lingering<
+        tokio_rustls::server::TlsStream<crate::metered::Metered<tokio::net::TcpStream>>,
+    >,
+>;
 
 /// How long connecting and greeting the upstream of an upgrade may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -161,7 +164,7 @@ fn undecided_bytes_refused(
     early: Box<dyn FnOnce(usize) + Send>,
 ) -> Option<tokio_rustls::server::TlsStream<crate::metered::Metered<TcpStream>>> {
     match client.downcast::<SandboxIo>() {
-        Ok(parts) if parts.read_buf.is_empty() => Some(parts.io.into_inner()),
+        Ok(parts) if parts.read_buf.is_empty() => Some(parts.io.into_inner().into_inner()),
         Ok(parts) => {
             early(parts.read_buf.len());
             None

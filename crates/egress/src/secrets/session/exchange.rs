@@ -53,6 +53,9 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         )
     })?;
     let (parts, body) = req.into_parts();
+    // Refused at any stage below, its unread rest is drained apart: the
+    // answer then ends the request cleanly (HTTP/2 resets no stream).
+    let body = ruled::boxed(crate::linger::Drained::new(body));
     let path = checked_path(s, &parts)?;
     // The sandbox's own head, before any placeholder is substituted.
     if let Some(found) = heads::first_finding(&parts) {
