@@ -1171,6 +1171,29 @@ print(data.decode())\n",
 }
 
 #[test]
+fn a_denied_request_whose_body_is_still_coming_gets_its_403_not_a_reset() {
+    if !egress_available() {
+        return;
+    }
+    // A POST through HTTP_PROXY to a name not allowed: the head is refused
+    // at once, and the body goes on arriving after the answer was written.
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test"],
+        "import os, time\n\
+p = os.environ['HTTP_PROXY'].split('//')[1].rstrip('/').split(':')\n\
+s = socket.create_connection((p[0], int(p[1])), timeout=10)\n\
+s.sendall(b'POST http://denied.test/upload HTTP/1.1\\r\\nHost: denied.test\\r\\nContent-Length: 655360\\r\\n\\r\\n')\n\
+for _ in range(10):\n    time.sleep(0.05)\n    s.sendall(b'x' * 65536)\n\
+data = b''\n\
+while True:\n    c = s.recv(4096)\n    if not c: break\n    data += c\n\
+print(data.decode())\n",
+    );
+    let s = stdout(&out);
+    assert!(s.starts_with("HTTP/1.1 403"), "{s} {}", stderr(&out));
+    assert!(s.contains("X-Warden-Reason: plain_http\r\n"), "{s}");
+}
+
+#[test]
 fn ask_mode_whose_terminal_closes_denies_at_once_and_the_run_ends() {
     if !egress_available() {
         return;

@@ -117,12 +117,20 @@ async fn refused(
     at: &Arrival,
     shared: &Arc<Shared>,
 ) {
-    if let Some(a) = answer {
-        let _ = conn.write_all(&a).await;
-    }
-    let _ = conn.shutdown().await;
     decision.duration_ms = at.start.elapsed().as_millis() as u64;
     shared.record(&decision);
+    match answer {
+        // Closed lingering: a body the client is still sending never
+        // makes the kernel reset the answer away.
+        Some(a) => {
+            let mut conn = crate::linger::Lingering::new(conn);
+            let _ = conn.write_all(&a).await;
+            let _ = conn.shutdown().await;
+        }
+        None => {
+            let _ = conn.shutdown().await;
+        }
+    }
 }
 
 /// An allowed verdict's particulars.
