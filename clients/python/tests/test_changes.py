@@ -5,7 +5,11 @@ asyncio twin."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -83,3 +87,45 @@ def test_ignored_changes_are_marked_and_committed_only_when_asked(
         r = sb.commit(include_ignored=True)
         assert r.applied == ["build.log"]
         assert (ws / "build.log").read_text() == "noise\n"
+
+
+def test_changes_of_a_sandbox_whose_supervisor_died_before_saving_say_they_are_lost(
+    daemon: Daemon, tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    # A disk budget keeps the run's layer in memory until the supervisor
+    # saves it at the end.
+    with Sandbox.create(host=daemon.unix_host, workspace=ws, spec={"resources": {"disk": "64M"}}) as sb:
+        sb.commands.run("echo x > /workspace/unsaved.txt").check()
+        record = json.loads((daemon.state / "sandboxes" / sb.id / "supervisor.json").read_text())
+        pid = int(record["pid"])
+        os.kill(pid, signal.SIGKILL)
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                return True
+
+        assert wait_until(gone), "the supervisor did not die"
+        changes = sb.changes()
+        assert changes.lost is not None and "lost" in changes.lost, changes
+        assert "unsaved.txt" not in [c.path for c in changes]
+        # Nothing is copied off a state that is not the sandbox's whole.
+        with pytest.raises(ConflictError) as e:
+            sb.create_snapshot("of-a-lost-run")
+        assert e.value.code == "conflict" and e.value.reason == "changes_lost", e.value
+        assert "of-a-lost-run" not in [s.name for s in Sandbox.list_snapshots(host=daemon.unix_host)]
+
+
+def test_changes_of_a_sandbox_that_saved_its_run_are_not_lost(daemon: Daemon, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Sandbox.create(host=daemon.unix_host, workspace=ws, spec={"resources": {"disk": "64M"}}) as sb:
+        sb.commands.run("echo x > /workspace/saved.txt").check()
+        sb.stop()
+        changes = sb.changes()
+        assert changes.lost is None
+        assert [c.path for c in changes] == ["saved.txt"]

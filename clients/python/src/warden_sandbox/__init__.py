@@ -46,6 +46,7 @@ from ._models import Approval, CommandInfo, CommandResult, Forks, OutputChunk, S
 from ._sync import Approvals, Client, CommandHandle, Commands, Egress, Sandbox
 from ._models import (
     Change,
+    Changes,
     ChangeFlag,
     CommandInfo,
     CommandResult,
@@ -94,6 +95,7 @@ __all__ = [
     "CommandResult",
     "OutputChunk",
     "Change",
+    "Changes",
     "ChangeFlag",
     "CommitResult",
     "WardenError",

@@ -28,7 +28,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
+from ._models import Change, Changes, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import AsyncDesktop
 from ._files import AsyncFiles
 from ._pty import AsyncPty
@@ -235,11 +235,11 @@ class AsyncSandbox:
     async def kill(self) -> None:
         await self._http.request("DELETE", _core.sandbox_path(self.id), params={"force": "true"})
 
-    async def changes(self, path: str | None = None, content: bool = False) -> List[Change]:
+    async def changes(self, path: str | None = None, content: bool = False) -> Changes:
         """As :meth:`Sandbox.changes`."""
         params = _core.changes_params(path, content)
         body = await self._http.json("GET", _core.sandbox_path(self.id, "changes"), params=params)
-        return [Change.from_json(c) for c in body.get("changes", [])]
+        return Changes((Change.from_json(c) for c in body.get("changes", [])), lost=body.get("lost"))
 
     async def commit(
         self,

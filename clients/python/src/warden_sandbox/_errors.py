@@ -34,7 +34,9 @@ class WardenError(Exception):
     was wrong and what to do; ``field`` the JSON path of the request's
     field at fault (e.g. ``/spec/resources/memory``), when one is;
     ``details`` the items a refusal is about, when there are several (the
-    flagged changes of a refused commit, its conflicts).
+    flagged changes of a refused commit, its conflicts); ``reason`` the
+    stable reason code under ``code`` when the daemon gives one (a 409
+    ``conflict`` whose reason is ``changes_lost``).
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class WardenError(Exception):
         code: str = "error",
         field: Optional[str] = None,
         details: Any = None,
+        reason: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -52,6 +55,7 @@ class WardenError(Exception):
         self.code = code
         self.field = field
         self.details = details
+        self.reason = reason
 
     def __str__(self) -> str:
         where = f" (at {self.field})" if self.field else ""
@@ -129,16 +133,19 @@ def error_from_response(status: int, body: bytes) -> WardenError:
         field = problem.get("field")
         field = field if isinstance(field, str) else None
         details = problem.get("details")
+        reason = problem.get("reason")
+        reason = reason if isinstance(reason, str) else None
     else:
         code = f"http_{status}"
         text = body.decode("utf-8", errors="replace").strip()
         message = text or f"the daemon answered HTTP {status}"
         field = None
         details = None
+        reason = None
     cls = _BY_STATUS.get(status)
     if cls is None:
         cls = ServerError if status >= 500 else WardenError
-    return cls(message, status=status, code=code, field=field, details=details)
+    return cls(message, status=status, code=code, field=field, details=details, reason=reason)
 
 
 class CommandExitError(Exception):

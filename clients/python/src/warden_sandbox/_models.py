@@ -323,6 +323,25 @@ class Change:
         )
 
 
+class Changes(List[Change]):
+    """What :meth:`Sandbox.changes` found (a list of :class:`Change`),
+    and :attr:`lost`: set when the sandbox's last run ended before its
+    supervisor saved the layer (killed, or the host went down), whose
+    changes are lost; the list is then what earlier runs saved, never
+    the sandbox's whole state. A snapshot or fork of such a sandbox is
+    refused (:class:`ConflictError` with code ``changes_lost``)."""
+
+    #: Why the list is not the sandbox's whole state, or ``None``.
+    lost: str | None
+
+    def __init__(self, changes: Iterable[Change] = (), lost: str | None = None) -> None:
+        super().__init__(changes)
+        self.lost = lost
+
+    def __repr__(self) -> str:
+        return f"Changes({list.__repr__(self)}, lost={self.lost!r})"
+
+
 @dataclass(frozen=True)
 class CommitResult:
     """What ``sb.commit()`` applied to the real workspace."""

@@ -15,7 +15,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
+from ._models import Change, Changes, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import Desktop
 from ._files import Files
 from ._pty import Pty
@@ -287,14 +287,14 @@ class Sandbox:
         workspace layer."""
         self._http.request("DELETE", _core.sandbox_path(self.id), params={"force": "true"})
 
-    def changes(self, path: str | None = None, content: bool = False) -> List[Change]:
+    def changes(self, path: str | None = None, content: bool = False) -> Changes:
         """What the sandbox changed in its workspace (below ``path``), each
         with the flags a reviewer should see; with ``content`` the content
         difference too. What this shows is what :meth:`commit` may apply:
         a change made after it is refused there."""
         params = _core.changes_params(path, content)
         body = self._http.json("GET", _core.sandbox_path(self.id, "changes"), params=params)
-        return [Change.from_json(c) for c in body.get("changes", [])]
+        return Changes((Change.from_json(c) for c in body.get("changes", [])), lost=body.get("lost"))
 
     def commit(
         self,
