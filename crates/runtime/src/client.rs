@@ -32,6 +32,13 @@ pub enum ClientError {
         #[source]
         source: Errno,
     },
+    /// Connected, but no hello came back: the supervisor is stopped (a
+    /// signal), stuck, or too loaded to answer.
+    #[error("the sandbox's supervisor (on {path}) did not answer within {} s: it is stopped or stuck; a forced stop ends it", .waited.as_secs())]
+    NotAnswering {
+        path: PathBuf,
+        waited: std::time::Duration,
+    },
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
     #[error("the supervisor refused: {0}")]
@@ -87,9 +94,20 @@ pub struct Connection {
     pub supervisor_pid: u32,
 }
 
+/// How long a supervisor has to answer a caller's hello. Its accept
+/// thread answers at once; a supervisor that does not in this time is
+/// stopped or stuck, and waiting on would hang every listing and every
+/// command of its owner with it.
+pub const HELLO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Connection {
     /// Connect to the control socket at `path` and say hello.
     pub fn open(path: &Path) -> Result<Connection, ClientError> {
+        Connection::open_within(path, HELLO_WAIT)
+    }
+
+    /// [`Connection::open`], waiting at most `wait` for the hello's answer.
+    pub fn open_within(path: &Path, wait: std::time::Duration) -> Result<Connection, ClientError> {
         use nix::sys::socket::{SockFlag, SockType};
         let not_running = |source| ClientError::NotRunning {
             path: path.to_path_buf(),
@@ -104,7 +122,27 @@ impl Connection {
         // that follows may be sent without waiting for it (the socket
         // keeps their order), which `exec` does.
         protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[])?;
-        match protocol::receive::<Reply>(&sock)?.0 {
+        let timeout = |t: std::time::Duration| {
+            let tv = nix::sys::time::TimeVal::new(
+                t.as_secs() as nix::sys::time::time_t,
+                t.subsec_micros() as nix::sys::time::suseconds_t,
+            );
+            nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimeout, &tv)
+        };
+        // Without its timeout the hello could wait forever: refused.
+        timeout(wait).map_err(ProtocolError::Receive)?;
+        let hello = match protocol::receive::<Reply>(&sock) {
+            Err(ProtocolError::Receive(Errno::EAGAIN)) => {
+                return Err(ClientError::NotAnswering {
+                    path: path.to_path_buf(),
+                    waited: wait,
+                })
+            }
+            r => r?.0,
+        };
+        // What follows may take as long as it takes (an exec, a follow).
+        timeout(std::time::Duration::ZERO).map_err(ProtocolError::Receive)?;
+        match hello {
             Reply::Hello { pid, .. } => Ok(Connection {
                 sock,
                 supervisor_pid: pid,
@@ -567,6 +605,39 @@ mod tests {
         let op = warden_protocol::files::FileOp::Read { path: "a".into() };
         assert!(matches!(conn.file(op), Err(ClientError::FilesUnsupported)));
         old.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_supervisor_that_never_answers_the_hello_is_said_to_be_stuck_in_bounded_time() {
+        use nix::sys::socket::{
+            bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
+        let dir = std::env::temp_dir().join(format!("warden-stuck-sup-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control.sock");
+        let sock = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(sock.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+        // Listening (the connection is queued) but never accepting: a
+        // supervisor stopped by a signal.
+        listen(&sock, Backlog::new(4).unwrap()).unwrap();
+        let wait = std::time::Duration::from_millis(300);
+        let start = std::time::Instant::now();
+        let r = Connection::open_within(&path, wait);
+        let took = start.elapsed();
+        assert!(
+            matches!(r, Err(ClientError::NotAnswering { .. })),
+            "{:?}",
+            r.err()
+        );
+        assert!(took >= wait && took < wait * 10, "{took:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -134,7 +134,13 @@ pub(super) fn wait(
                 Ok(Err(_)) if !target.alive() => return Ok(()),
                 // Its socket is gone or closed while it runs: it is on its
                 // way out (the socket goes first), and waited for as any.
-                Ok(Err(ClientError::NotRunning { .. } | ClientError::Protocol(_))) => taken = true,
+                // One that does not answer is found out by what it does not
+                // do meanwhile (and killed).
+                Ok(Err(
+                    ClientError::NotRunning { .. }
+                    | ClientError::Protocol(_)
+                    | ClientError::NotAnswering { .. },
+                )) => taken = true,
                 Ok(Err(e)) => return Err(e.into()),
                 Err(TryRecvError::Empty) => {}
                 Err(TryRecvError::Disconnected) => taken = true,

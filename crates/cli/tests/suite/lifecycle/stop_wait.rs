@@ -3,7 +3,8 @@
 //! slowed down as a loaded host slows it, by stopping and continuing it)
 //! stops with success and every byte of the home kept; one that is stuck
 //! (stopped for good) is reported and killed within the grace plus the
-//! quiet window, and its sandbox with it.
+//! quiet window, and its sandbox with it; and other commands on a stuck
+//! supervisor say so within the hello's wait instead of hanging.
 
 use super::cgroups;
 use crate::common::*;
@@ -166,4 +167,44 @@ fn a_stuck_supervisor_is_reported_and_killed_within_the_grace_and_the_quiet_wind
     // The sandbox starts again and stops as it should.
     ok(&warden(state.path(), &["start", "st"]));
     ok(&warden(state.path(), &["stop", "st"]));
+}
+
+#[test]
+fn a_stuck_supervisor_makes_exec_and_pause_say_so_in_bounded_time_instead_of_hanging() {
+    let state = TempDir::new("sh-state");
+    ok(&warden(state.path(), &["create", "sh", "--start"]));
+    let pid = supervisor_pid(state.path(), "sh");
+    // Stuck: it takes no request (before, each command below waited for
+    // its hello for ever).
+    signal(pid, libc::SIGSTOP);
+    for args in [&["exec", "sh", "--", "true"][..], &["pause", "sh"][..]] {
+        let t0 = Instant::now();
+        let mut child = Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let bound = Duration::from_secs(25);
+        while child.try_wait().unwrap().is_none() && t0.elapsed() < bound {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            signal(pid, libc::SIGCONT);
+            panic!("`warden {}` still waited after {bound:?}", args.join(" "));
+        }
+        let out = child.wait_with_output().unwrap();
+        let said = stderr(&out);
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("did not answer") && said.contains("stopped or stuck"),
+            "{args:?}: {said}"
+        );
+    }
+    signal(pid, libc::SIGCONT);
+    ok(&warden(state.path(), &["stop", "sh"]));
 }
