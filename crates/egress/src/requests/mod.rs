@@ -145,7 +145,7 @@ impl RequestRules {
     /// its body's JSON-RPC methods: some rule for the name that names
     /// JSON-RPC methods could match it on everything else.
     pub fn needs_body(&self, name: &str, port: u16, method: &str, path: &str) -> bool {
-        let Ok(readings) = path::readings(path) else {
+        let Ok(readings) = Readings::of(path) else {
             return false;
         };
         self.rules.iter().any(|r| {
@@ -161,7 +161,7 @@ impl RequestRules {
     /// could match its path. When none can, what other method a request
     /// may be taken as needs no reading.
     pub fn method_matters(&self, name: &str, port: u16, path: &str) -> bool {
-        let Ok(readings) = path::readings(path) else {
+        let Ok(readings) = Readings::of(path) else {
             return true;
         };
         self.rules.iter().any(|r| {
@@ -188,7 +188,7 @@ impl RequestRules {
     /// Decide `req`: see the module's comment.
     pub fn decide(&self, req: &Request<'_>) -> Verdict {
         let target = redacted(req.path, req.query);
-        let readings = match path::readings(req.path) {
+        let readings = match Readings::of(req.path) {
             Ok(r) => r,
             Err(e) => {
                 return Verdict {
@@ -277,9 +277,25 @@ fn method_matches(r: &RequestRule, method: &str, mode: Mode) -> bool {
         })
 }
 
+/// A path's segments under each way a server may read it: those an allow
+/// rule must match all of, and those (a superset) any of which a refusing
+/// rule matches (see `path`).
+struct Readings {
+    allow: Vec<Vec<String>>,
+    refuse: Vec<Vec<String>>,
+}
+
+impl Readings {
+    fn of(path: &str) -> Result<Readings, Ambiguous> {
+        let allow = path::readings(path)?;
+        let refuse = path::refusal_readings(&allow);
+        Ok(Readings { allow, refuse })
+    }
+}
+
 /// Under every reading (to allow) or any (to refuse), some path glob of
 /// the rule matches: to refuse, with or without one trailing slash.
-fn paths_match(r: &RequestRule, readings: &[Vec<String>], mode: Mode) -> bool {
+fn paths_match(r: &RequestRule, readings: &Readings, mode: Mode) -> bool {
     let one = |segments: &Vec<String>| {
         r.paths.iter().any(|p| match mode {
             Mode::Allow => path::matches(p, segments, false),
@@ -287,8 +303,8 @@ fn paths_match(r: &RequestRule, readings: &[Vec<String>], mode: Mode) -> bool {
         })
     };
     match mode {
-        Mode::Allow => readings.iter().all(one),
-        Mode::Refuse => readings.iter().any(one),
+        Mode::Allow => readings.allow.iter().all(one),
+        Mode::Refuse => readings.refuse.iter().any(one),
     }
 }
 

@@ -12,7 +12,9 @@
 //! segment's `;parameters` (which Java servers drop), the `;` plain or
 //! encoded (`%3B`), are read kept and dropped; a segment's trailing dots
 //! and spaces (which servers on Windows file systems ignore) are read
-//! kept and trimmed. A path whose readings would put a dot segment where the
+//! kept and trimmed; to refuse, the last segment's format suffix
+//! (`hooks.json`, which Rails and Spring route as `hooks`) is read kept
+//! and dropped. A path whose readings would put a dot segment where the
 //! normalised path has none (`a%2F..%2Fb`) is refused: resolving it is
 //! the server's choice. Letters are compared as written to allow and
 //! without case to deny (servers that ignore case exist, such as forges'
@@ -54,6 +56,38 @@ pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
         }
     }
     Ok(out)
+}
+
+/// `readings` and, for a rule that refuses (deny, ask), each of them with
+/// the format suffix of its last segment dropped: Rails routes
+/// `hooks.json` to `hooks(.:format)`, Spring before 5.3 matches `hooks`
+/// against `hooks.*` and a `{name}` against all but the last `.ext`, so
+/// the segment is read cut at its first dot and at its last (`hooks.tar.gz`
+/// as `hooks` and `hooks.tar`; a trailing slash after it kept). An allow
+/// rule never sees these readings: one that names a suffix (`*.tgz`)
+/// allows it as written, and one without it never matched the suffixed
+/// path.
+pub(crate) fn refusal_readings(readings: &[Vec<String>]) -> Vec<Vec<String>> {
+    let mut out = readings.to_vec();
+    for r in readings {
+        // The last segment that has a name: `hooks.json/` ends in an
+        // empty one.
+        let Some(at) = r.iter().rposition(|s| !s.is_empty()) else {
+            continue;
+        };
+        let seg = &r[at];
+        for cut in [seg.find('.'), seg.rfind('.')].into_iter().flatten() {
+            if cut == 0 {
+                continue;
+            }
+            let mut cut_reading = r.clone();
+            cut_reading[at] = seg[..cut].to_string();
+            if !out.contains(&cut_reading) {
+                out.push(cut_reading);
+            }
+        }
+    }
+    out
 }
 
 /// A segment without its `;parameters`, the `;` written plain or as
@@ -280,6 +314,24 @@ mod tests {
         let r = readings("/r.git/git-receive-pack;x=1").unwrap();
         assert_eq!(r[1], segs("/r.git/git-receive-pack"));
         assert_eq!(readings("/a/b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_format_suffix_is_read_dropped_at_the_first_and_last_dot_to_refuse() {
+        let r = |p: &str| refusal_readings(&readings(p).unwrap());
+        let got = r("/repos/a/w/hooks.tar.gz");
+        assert_eq!(got[0], segs("/repos/a/w/hooks.tar.gz"));
+        assert!(got.contains(&segs("/repos/a/w/hooks")), "{got:?}");
+        assert!(got.contains(&segs("/repos/a/w/hooks.tar")), "{got:?}");
+        assert!(r("/repos/a/w/hooks.json/").contains(&segs("/repos/a/w/hooks/")));
+        assert!(r("/a/hooks.json;x=1").contains(&segs("/a/hooks")));
+        assert!(r("/a/hooks.json.").contains(&segs("/a/hooks")));
+        // A dot that starts the segment names no format; a middle
+        // segment's dots are the path's own.
+        assert_eq!(r("/a/.well-known"), vec![segs("/a/.well-known")]);
+        assert_eq!(r("/w.git/info"), vec![segs("/w.git/info")]);
+        // Bounded however many dots there are: the path, and two cuts.
+        assert_eq!(r(&format!("/a/x{}", ".y".repeat(500))).len(), 3);
     }
 
     #[test]

@@ -183,6 +183,45 @@ fn an_encoded_semicolon_or_a_trailing_dot_or_space_never_steps_around_a_rule() {
 }
 
 #[test]
+fn a_format_suffix_never_steps_around_a_deny_or_an_ask_and_never_narrows_an_allow() {
+    let r = rules(&[
+        (Allow, "* forge.test/repos/**"),
+        (Deny, "* forge.test/repos/*/*/hooks/**"),
+        (Ask, "DELETE forge.test/repos/*/*/keys"),
+        (Allow, "GET forge.test/dist/*.tgz"),
+    ]);
+    let d = |m, t| decide(&r, "forge.test", m, t);
+    for t in [
+        "/repos/a/w/hooks.json",
+        "/repos/a/w/HOOKS.xml",
+        "/repos/a/w/hooks.json/",
+        "/repos/a/w/hooks%2Ejson",
+        "/repos/a/w/hooks.tar.gz",
+        "/repos/a/w/hooks.json;x=1",
+        "/repos/a/w/hooks.json.",
+    ] {
+        assert_eq!(d("POST", t), Some(Outcome::Deny), "{t}");
+    }
+    assert_eq!(d("DELETE", "/repos/a/w/keys.json"), Some(Outcome::Ask));
+    // Only the last segment names a format.
+    assert_eq!(d("POST", "/repos/a/w.json/x"), Some(Outcome::Allow));
+    assert_eq!(d("POST", "/repos/a/w/hooksjson"), Some(Outcome::Allow));
+    // An allow rule that names a suffix allows it as written; the bare
+    // path was never allowed by it.
+    assert_eq!(d("GET", "/dist/left-pad-1.3.0.tgz"), Some(Outcome::Allow));
+    assert_eq!(d("GET", "/dist/left-pad"), Some(Outcome::NoRule));
+    // A `{name}` read up to its last dot (Spring's suffix pattern).
+    let r = rules(&[
+        (Allow, "* lab.test/**"),
+        (Deny, "DELETE lab.test/files/a.b"),
+    ]);
+    assert_eq!(
+        decide(&r, "lab.test", "DELETE", "/files/a.b.c"),
+        Some(Outcome::Deny)
+    );
+}
+
+#[test]
 fn letters_are_compared_as_written_to_allow_and_without_case_to_deny() {
     let r = rules(&[
         (Allow, "GET forge.test/**"),

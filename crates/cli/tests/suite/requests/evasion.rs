@@ -1,8 +1,11 @@
 //! A refusing request rule cannot be stepped around by a spelling the
 //! server reads as the refused request: a trailing slash (most servers
-//! route `/x/` as `/x`), or `_method` in a form, multipart or JSON body
-//! (Rails, Laravel and Symfony take the method from it). Each attack is
-//! made through the real binary and never reaches the recording server.
+//! route `/x/` as `/x`), a format suffix (Rails and Spring route
+//! `/x.json` as `/x`), or `_method` in a form, multipart or JSON body
+//! (Rails, Laravel and Symfony take the method from it), however its
+//! content type is spelled and whether or not warden can parse it. Each
+//! attack is made through the real binary and never reaches the
+//! recording server.
 
 use crate::common::forge::Forge;
 use crate::common::*;
@@ -99,4 +102,131 @@ c octets -H 'content-type: application/octet-stream' --data-binary _method=DELET
         seen.iter().all(|r| r.contains(" POST ")),
         "only POSTs that no override turns into the denied DELETE arrived: {seen:?}"
     );
+}
+
+/// A body a server may read `_method` from is decided as naming any
+/// method unless warden read it for certain: JSON that serde cannot parse
+/// but PHP can (a number out of range, nesting deeper than serde's
+/// limit), content types the frameworks read as JSON, a form or
+/// multipart without matching them exactly (Laravel's `text/json`,
+/// `x-json`; Rack's `a, b` split; `multipart/mixed`), and a multipart
+/// body whose content type names two boundaries.
+#[test]
+fn a_method_named_in_a_body_warden_cannot_read_for_certain_is_decided_as_any_method() {
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let mp = r#"printf -- '--XyZ\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--XyZ--\r\n' > /tmp/mp
+printf -- "--XyZ\r\nContent-Disposition: form-data; name*=UTF-8''_%%6Dethod\r\n\r\nDELETE\r\n--XyZ--\r\n" > /tmp/mp2231
+printf -- '--XyZ\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--XyZ--\r\n' > /tmp/mpok"#;
+    let out = super::run(
+        &ca,
+        &up,
+        RULES,
+        &format!(
+            r#"{CURL}{mp}
+j='{{"_method":"DELETE"}}'
+c huge -H 'content-type: application/json' -d '{{"_method":"DELETE","n":1e400}}' $u/repos/a/b
+{{ printf '{{"_method":"DELETE","d":'; head -c 200 /dev/zero | tr '\0' '['; head -c 200 /dev/zero | tr '\0' ']'; printf '}}'; }} > /tmp/deep
+c deep -H 'content-type: application/json' --data-binary @/tmp/deep $u/repos/a/b
+c text-json -H 'content-type: text/json' -d "$j" $u/repos/a/b
+c x-json -H 'content-type: application/x-json' -d "$j" $u/repos/a/b
+c laravel -H 'content-type: text/plain; x=/json' -d "$j" $u/repos/a/b
+c comma -H 'content-type: application/x-www-form-urlencoded, text/plain' -d _method=DELETE $u/repos/a/b
+c empty-type -H 'content-type;' -d _method=DELETE $u/repos/a/b
+c mixed -H 'content-type: multipart/mixed; boundary=XyZ' --data-binary @/tmp/mp $u/repos/a/b
+c related -H 'content-type: Multipart/Related; boundary=XyZ' --data-binary @/tmp/mp $u/repos/a/b
+c two-bounds -H 'content-type: multipart/form-data; boundary=XyZ; boundary=Q' --data-binary @/tmp/mp $u/repos/a/b
+c rfc2231 -H 'content-type: multipart/form-data; boundary=XyZ' --data-binary @/tmp/mp2231 $u/repos/a/b
+c dup -H 'content-type: application/json' -d '{{"_method":"DELETE","_method":"POST"}}' $u/repos/a/b
+c json-plain -H 'content-type: text/json' -d '{{"a":1e400}}' $u/issues/1
+c json-ok -H 'content-type: application/x-json' -d '{{"a":1}}' $u/repos/a/b
+c mixed-ok -H 'content-type: multipart/mixed; boundary=XyZ' --data-binary @/tmp/mpok $u/repos/a/b
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        [
+            "403 huge",
+            "403 deep",
+            "403 text-json",
+            "403 x-json",
+            "403 laravel",
+            "403 comma",
+            "403 empty-type",
+            "403 mixed",
+            "403 related",
+            "403 two-bounds",
+            "403 rfc2231",
+            "403 dup",
+            "200 json-plain",
+            "200 json-ok",
+            "200 mixed-ok",
+        ],
+        "{s}"
+    );
+    let seen = up.requests();
+    assert_eq!(seen.len(), 3, "only the controls arrived: {seen:?}");
+    assert!(seen.iter().all(|r| r.contains(" POST ")), "{seen:?}");
+}
+
+/// A format suffix on the last segment (`hooks.json`, which Rails'
+/// `(.:format)` and Spring's suffix patterns route as `hooks`) never
+/// carries a request past a deny rule for the bare path; an allow rule
+/// that names a suffix still allows it.
+#[test]
+fn a_format_suffix_never_carries_a_request_past_a_deny_rule() {
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let out = super::run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "* forge.test:PORT/repos/**",
+            "--allow-request",
+            "* forge.test:PORT/files/**",
+            "--deny-request",
+            "* forge.test:PORT/repos/*/*/hooks/**",
+            "--deny-request",
+            "DELETE forge.test:PORT/files/a.b",
+            "--allow-request",
+            "GET forge.test:PORT/dist/*.tgz",
+        ],
+        &format!(
+            r#"{CURL}c json -X POST $u/repos/acme/w/hooks.json
+c xml -X POST $u/repos/acme/w/hooks.xml
+c slash -X POST $u/repos/acme/w/hooks.json/
+c escaped -X POST $u/repos/acme/w/hooks%2Ejson
+c two -X POST $u/repos/acme/w/hooks.tar.gz
+c params -X POST "$u/repos/acme/w/hooks.json;x=1"
+c dotted -X DELETE $u/files/a.b.c
+c other -X POST $u/repos/acme/w/hooksjson
+c tgz $u/dist/left-pad-1.3.0.tgz
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        [
+            "403 json",
+            "403 xml",
+            "403 slash",
+            "403 escaped",
+            "403 two",
+            "403 params",
+            "403 dotted",
+            "200 other",
+            "200 tgz",
+        ],
+        "{s}"
+    );
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2, "only the controls arrived: {seen:?}");
 }

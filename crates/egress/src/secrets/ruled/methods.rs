@@ -47,44 +47,75 @@ pub(super) fn add(out: &mut Vec<String>, more: impl IntoIterator<Item = String>)
 /// How a body that may carry `_method` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    /// `application/x-www-form-urlencoded`, or no content type at all
-    /// (which Rack reads as a form).
+    /// A form: `application/x-www-form-urlencoded` (or a type that starts
+    /// so, which Symfony takes), or no content type at all or an empty
+    /// one (which Rack reads as a form).
     Form,
-    /// `multipart/form-data`, with its boundary.
+    /// Any `multipart/*` with a boundary (Rack parses `mixed` and
+    /// `related` as it parses `form-data`).
     Multipart,
-    /// `application/json` or `…+json`.
+    /// Any type whose subtype holds `json` (`text/json`,
+    /// `application/x-json`, `…+json`), or a header that holds `/json` or
+    /// `+json` anywhere (Laravel's `isJson`).
     Json,
 }
 
-/// What `parts` says its body is, where a server may read `_method` in
-/// it: each content type it names (a request naming two is read as
-/// both); `None` for a body no such server reads a field of, and
-/// `Some(vec![])` for one it may read in a way this cannot (a content
-/// coding), which is then taken to name any method.
-pub(super) fn body_kinds(parts: &http::request::Parts) -> Option<Vec<Kind>> {
-    let types: Vec<String> = parts
+/// Each content type `parts` names, as the frameworks take them apart:
+/// every header, each split at `,` (Rack and PHP keep the first part,
+/// others may keep another), trimmed, in its own case.
+fn content_types(parts: &http::request::Parts) -> Vec<String> {
+    parts
         .headers
         .get_all(http::header::CONTENT_TYPE)
         .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
-        .collect();
-    let kinds: Vec<Kind> = if types.is_empty() {
-        vec![Kind::Form]
-    } else {
-        types
-            .iter()
-            .filter_map(|t| {
-                let essence = t.split(';').next().unwrap_or("").trim();
-                match essence {
-                    "application/x-www-form-urlencoded" => Some(Kind::Form),
-                    "multipart/form-data" => Some(Kind::Multipart),
-                    "application/json" => Some(Kind::Json),
-                    e if e.starts_with("application/") && e.ends_with("+json") => Some(Kind::Json),
-                    _ => None,
-                }
-            })
-            .collect()
+        .flat_map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// How one content type may be read, each way a framework
+/// reads it: a type can be read as more than one kind.
+fn kinds_of(t: &str, out: &mut Vec<Kind>) {
+    let t = t.to_ascii_lowercase();
+    // PHP cuts the essence at `;`, `,` or a space; Rack at `;` or `,`.
+    let essence = t.split([';', ' ', '\t']).next().unwrap_or("").trim();
+    let mut add = |k: Kind| {
+        if !out.contains(&k) {
+            out.push(k);
+        }
     };
+    if essence.is_empty() || essence.starts_with("application/x-www-form-urlencoded") {
+        add(Kind::Form);
+    }
+    if essence.starts_with("multipart/") {
+        add(Kind::Multipart);
+    }
+    let subtype_json = essence
+        .split_once('/')
+        .is_some_and(|(_, sub)| sub.contains("json"));
+    if subtype_json || t.contains("/json") || t.contains("+json") {
+        add(Kind::Json);
+    }
+}
+
+/// What `parts` says its body is, where a server may read `_method` in
+/// it: each kind any content type it names may be read as (a request
+/// naming two is read as both); `None` for a body no such server reads a
+/// field of, and `Some(vec![])` for one it may read in a way this cannot
+/// (a content coding), which is then taken to name any method.
+pub(super) fn body_kinds(parts: &http::request::Parts) -> Option<Vec<Kind>> {
+    let types = content_types(parts);
+    let mut kinds: Vec<Kind> = Vec::new();
+    if types.is_empty() {
+        kinds.push(Kind::Form);
+    }
+    for t in &types {
+        kinds_of(t, &mut kinds);
+    }
     if kinds.is_empty() {
         return None;
     }
@@ -97,8 +128,9 @@ pub(super) fn body_kinds(parts: &http::request::Parts) -> Option<Vec<Kind>> {
 }
 
 /// The methods `body` (read whole) names in `_method` when read as each
-/// of `kinds`; `None` when it cannot be read for certain (a multipart body
-/// that mentions the field but does not parse as one that names it).
+/// of `kinds`; `None` when it cannot be read for certain: JSON that does
+/// not parse, a `_method` that is not a string of letters, a multipart
+/// body that mentions the field in a way the parser does not read as it.
 pub(super) async fn in_body(
     parts: &http::request::Parts,
     kinds: &[Kind],
@@ -108,39 +140,141 @@ pub(super) async fn in_body(
     for kind in kinds {
         match kind {
             Kind::Form => out.extend(field_values(&String::from_utf8_lossy(body), FIELD)),
-            Kind::Json => out.extend(in_json(body)),
+            Kind::Json => out.extend(in_json(body)?),
             Kind::Multipart => out.extend(in_multipart(parts, body).await?),
         }
     }
-    Some(out)
+    // A value a server would not take as a method as it stands (a line
+    // break, a boundary that another parser ends elsewhere) is read
+    // differently by another: uncertain.
+    out.iter()
+        .all(|m| m.trim().bytes().all(|b| b.is_ascii_alphabetic()))
+        .then_some(out)
 }
 
-/// A JSON object's `_method` (any case of the key) when it is a string.
-fn in_json(body: &[u8]) -> Vec<String> {
-    let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(body) else {
-        return Vec::new();
-    };
-    o.iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case(FIELD))
-        .filter_map(|(_, v)| v.as_str().map(str::to_string))
-        .collect()
+/// Every top-level `_method` (any case of the key) of a JSON object, each
+/// value of a key given twice (parsers keep the first or the last);
+/// `None` when the body is not JSON serde reads (a number out of range,
+/// nesting past its limit: PHP reads both) or a `_method` is not a string.
+fn in_json(body: &[u8]) -> Option<Vec<String>> {
+    match serde_json::from_slice::<Top>(body) {
+        Ok(Top(found)) => found,
+        Err(_) => None,
+    }
+}
+
+/// A JSON document's top-level `_method` values, every one kept; inner
+/// `None` when one is not a string.
+struct Top(Option<Vec<String>>);
+
+impl<'de> serde::Deserialize<'de> for Top {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Top, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Top;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+                let mut found = Some(Vec::new());
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: serde_json::Value = map.next_value()?;
+                    if key.eq_ignore_ascii_case(FIELD) {
+                        match (value.as_str(), found.as_mut()) {
+                            (Some(m), Some(f)) => f.push(m.to_string()),
+                            _ => found = None,
+                        }
+                    }
+                }
+                Ok(Top(found))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+            fn visit_unit<E>(self) -> Result<Top, E> {
+                Ok(Top(Some(Vec::new())))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// How many times `body` spells the field, any case, its bytes written
+/// plain or percent-escaped (`_%6Dethod` as an RFC 2231 name may).
+fn mentions(body: &[u8]) -> usize {
+    let decoded: Vec<u8> = percent_encoding::percent_decode(body).collect();
+    let lower = decoded.to_ascii_lowercase();
+    lower
+        .windows(FIELD.len())
+        .filter(|w| *w == FIELD.as_bytes())
+        .count()
+}
+
+/// Whether a part's header may spell a parameter in a way `multer` does
+/// not read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
+/// field's name across two; `filename*` is not one).
+fn extended_name(body: &[u8]) -> bool {
+    let lower = body.to_ascii_lowercase();
+    lower
+        .windows(5)
+        .enumerate()
+        .any(|(i, w)| w == b"name*" && (i == 0 || !lower[i - 1].is_ascii_alphanumeric()))
+}
+
+/// The one boundary every multipart type `parts` names gives; `None`
+/// when none does or two differ (servers pick different ones).
+fn boundary(parts: &http::request::Parts) -> Option<String> {
+    let mut found: Option<String> = None;
+    for t in content_types(parts)
+        .iter()
+        .filter(|t| t.to_ascii_lowercase().starts_with("multipart/"))
+    {
+        for param in t.split(';').skip(1) {
+            let Some((k, v)) = param.split_once('=') else {
+                continue;
+            };
+            if !k.trim().eq_ignore_ascii_case("boundary") {
+                continue;
+            }
+            let v = v.trim().trim_matches('"').to_string();
+            match &found {
+                Some(b) if *b != v => return None,
+                _ => found = Some(v),
+            }
+        }
+    }
+    found
 }
 
 /// A multipart body's `_method` fields' values, by `multer`. A body that
-/// does not mention the field at all (nor its escape, `%5F`, as an RFC
-/// 2231 name writes it) names no method; one that mentions it but is not
-/// read by the parser as naming it is not certain, and `None`.
+/// does not mention the field at all (plain or escaped) nor spells a
+/// name in RFC 2231's way names no method; one that does is certain only
+/// when the parser, with the one boundary the request names, reads each
+/// mention as a field so named, and `None` otherwise.
 async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<String>> {
-    let lower = body.to_ascii_lowercase();
-    let mentions = |needle: &[u8]| lower.windows(needle.len()).any(|w| w == needle);
-    if !mentions(b"_method") && !mentions(b"%5fmethod") {
+    let said = mentions(body);
+    if said == 0 && !extended_name(body) {
         return Some(Vec::new());
     }
-    let boundary = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| multer::parse_boundary(t).ok())?;
+    // The boundary is read here, not by `multer::parse_boundary`, which
+    // knows only `form-data`.
+    let boundary = boundary(parts)?;
     let data = bytes::Bytes::copy_from_slice(body);
     let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
     let mut form = multer::Multipart::new(stream, boundary);
@@ -156,7 +290,7 @@ async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<S
             Err(_) => return None,
         }
     }
-    (!out.is_empty()).then_some(out)
+    (out.len() >= said && !extended_name(body)).then_some(out)
 }
 
 #[cfg(test)]
@@ -207,6 +341,30 @@ mod tests {
             Some(vec![Kind::Json])
         );
         assert_eq!(kinds(Some("application/octet-stream"), None), None);
+        // As the frameworks match them: Laravel's isJson, Rack's `,`
+        // split and any multipart, an empty type as none.
+        for json in [
+            "text/json",
+            "Application/X-JSON",
+            "text/plain; x=/json",
+            "application/problem+json; charset=utf-8",
+        ] {
+            assert_eq!(kinds(Some(json), None), Some(vec![Kind::Json]), "{json}");
+        }
+        assert_eq!(
+            kinds(Some("text/plain, application/x-www-form-urlencoded"), None),
+            Some(vec![Kind::Form])
+        );
+        assert_eq!(
+            kinds(Some("application/x-www-form-urlencoded text/plain"), None),
+            Some(vec![Kind::Form])
+        );
+        assert_eq!(kinds(Some(""), None), Some(vec![Kind::Form]));
+        assert_eq!(
+            kinds(Some("Multipart/Related; boundary=x"), None),
+            Some(vec![Kind::Multipart])
+        );
+        assert_eq!(kinds(Some("text/plain; charset=utf-8"), None), None);
         assert_eq!(kinds(Some("application/json"), Some("gzip")), Some(vec![]));
     }
 
@@ -233,5 +391,95 @@ mod tests {
         // It names the field in a way the parser does not read: uncertain.
         let odd = b"--XyZ\r\nContent-Disposition: form-data; name*=UTF-8''%5Fmethod\r\n\r\nDELETE\r\n--XyZ--\r\n";
         assert_eq!(in_body(&mp, &[Kind::Multipart], odd).await, None);
+    }
+
+    #[tokio::test]
+    async fn json_serde_cannot_read_is_uncertain_and_every_duplicate_counts() {
+        let p = parts(http::Request::post("/x").body(()).unwrap());
+        let deep = format!(
+            r#"{{"_method":"DELETE","d":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for unread in [
+            &br#"{"_method":"DELETE","n":1e400}"#[..],
+            deep.as_bytes(),
+            br#"{"_method":"DELETE",}"#,
+            b"\xef\xbb\xbf{\"_method\":\"DELETE\"}",
+            br#"{"_method":["DELETE"]}"#,
+            br#"{"_method":"DEL\nETE"}"#,
+            // Not JSON at all, though the type says so.
+            b"_method=DELETE",
+        ] {
+            assert_eq!(
+                in_body(&p, &[Kind::Json], unread).await,
+                None,
+                "{}",
+                String::from_utf8_lossy(unread)
+            );
+        }
+        assert_eq!(
+            in_body(
+                &p,
+                &[Kind::Json],
+                br#"{"_method":"DELETE","_METHOD":"POST","_method":"PUT"}"#
+            )
+            .await,
+            Some(vec!["DELETE".into(), "POST".into(), "PUT".into()])
+        );
+        assert_eq!(
+            in_body(&p, &[Kind::Json], br#"{"\u005fmethod":"delete"}"#).await,
+            Some(vec!["delete".into()])
+        );
+        // Nested, or not an object: no framework reads a method there.
+        assert_eq!(
+            in_body(&p, &[Kind::Json], br#"{"a":{"_method":"DELETE"}}"#).await,
+            Some(vec![])
+        );
+        assert_eq!(
+            in_body(&p, &[Kind::Json], br#"[{"_method":"DELETE"}]"#).await,
+            Some(vec![])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_multipart_body_is_certain_only_when_its_one_boundary_reads_every_mention() {
+        let mp = |ct: &str| {
+            parts(
+                http::Request::post("/x")
+                    .header("content-type", ct)
+                    .body(())
+                    .unwrap(),
+            )
+        };
+        let field = |name: &str| {
+            format!("--XyZ\r\nContent-Disposition: form-data; {name}\r\n\r\nDELETE\r\n--XyZ--\r\n")
+        };
+        let named = field("name=\"_method\"");
+        let mixed = mp("multipart/mixed; boundary=XyZ");
+        assert_eq!(
+            in_body(&mixed, &[Kind::Multipart], named.as_bytes()).await,
+            Some(vec!["DELETE".to_string()])
+        );
+        let two = mp("multipart/form-data; boundary=XyZ; boundary=Q");
+        assert_eq!(
+            in_body(&two, &[Kind::Multipart], named.as_bytes()).await,
+            None
+        );
+        let form = mp("multipart/form-data; boundary=XyZ");
+        for odd in [
+            field("name*=UTF-8''_%6Dethod"),
+            field("name*0=\"_me\"; name*1=\"thod\""),
+            // Read as a field once, mentioned again in a file.
+            format!("{}\r\n--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n_method=DELETE\r\n--XyZ--\r\n", named.trim_end_matches("--XyZ--\r\n").trim_end_matches("\r\n")),
+        ] {
+            assert_eq!(in_body(&form, &[Kind::Multipart], odd.as_bytes()).await, None, "{odd}");
+        }
+        // A file's own name in RFC 2231's way is not a field's name.
+        let file = "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''a.txt\r\n\r\nx\r\n--XyZ--\r\n";
+        assert_eq!(
+            in_body(&form, &[Kind::Multipart], file.as_bytes()).await,
+            Some(vec![])
+        );
     }
 }
