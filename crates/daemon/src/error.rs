@@ -48,6 +48,18 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
+    /// A supervisor call's failure that its route does not word itself:
+    /// a supervisor that did not answer (stopped or stuck) is 503
+    /// `not_answering`, anything else internal.
+    pub fn supervisor(e: &warden_runtime::client::ClientError) -> ApiError {
+        match e {
+            warden_runtime::client::ClientError::NotAnswering { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_answering", chain(e))
+            }
+            _ => ApiError::internal(chain(e)),
+        }
+    }
+
     pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
         self.problem.details = Some(details);
         self

@@ -137,7 +137,7 @@ pub fn start(
             "sandbox {} is not running: start it with POST /v1/sandboxes/{0}/start",
             sb.name()
         )),
-        e => ApiError::internal(chain(&e)),
+        e => ApiError::supervisor(&e),
     })?;
     let supervisor_pid = conn.supervisor_pid;
     let preq = protocol::ExecRequest {

@@ -1449,3 +1449,48 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
         assert_eq!(json(&b)["state"], "running", "{b}");
     }
 }
+
+#[test]
+fn a_call_on_a_stuck_supervisor_is_answered_503_in_bounded_time_and_the_daemon_goes_on() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-stuck");
+    let d = Daemon::start(state.path(), false);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"stuck"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let pid = supervisor_pid(state.path(), "stuck");
+    // SAFETY: SIGSTOP to the supervisor this test made.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let t0 = Instant::now();
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/stuck/exec",
+        Some(r#"{"shell":"true"}"#),
+        None,
+    );
+    let took = t0.elapsed();
+    // SAFETY: as above, to let it go on.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(s, 503, "{b}");
+    assert!(b.contains(r#""code":"not_answering""#), "{b}");
+    assert!(took < Duration::from_secs(25), "{took:?}");
+    // Let go, it answers again.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/stuck/exec",
+        Some(r#"{"shell":"echo back"}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let (s, _) = call(&d, "DELETE", "/v1/sandboxes/stuck?force=true", None, None);
+    assert!(s == 200 || s == 204, "{s}");
+}

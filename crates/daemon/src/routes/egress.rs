@@ -51,7 +51,7 @@ fn refused(id: &str, e: ClientError) -> ApiError {
             }
         },
         ClientError::Unsupported(_) => ApiError::conflict(chain(&e)),
-        e => ApiError::internal(chain(&e)),
+        e => ApiError::supervisor(&e),
     }
 }
 

@@ -197,12 +197,14 @@ pub(crate) fn file_error(errno: Errno, path: &str) -> ApiError {
 /// Ask sandbox `id`'s init for `op` (blocking).
 fn ask(app: &App, id: &str, op: FileOp) -> Result<(Errno, Option<OwnedFd>), ApiError> {
     let sb = app.sandbox(id)?;
-    let conn = Connection::open(&lifecycle::control(&sb))
-        .map_err(|_| ApiError::conflict(format!("sandbox {id} is not running: start it first")))?;
+    let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| match e {
+        ClientError::NotAnswering { .. } => ApiError::supervisor(&e),
+        _ => ApiError::conflict(format!("sandbox {id} is not running: start it first")),
+    })?;
     conn.file(op).map_err(|e| match e {
         ClientError::FilesUnsupported | ClientError::Refused(_) => ApiError::conflict(chain(&e)),
         e @ ClientError::Rejected { .. } => super::pause::refusal(id, e),
-        e => ApiError::internal(chain(&e)),
+        e => ApiError::supervisor(&e),
     })
 }
 

@@ -51,7 +51,7 @@ pub(crate) fn refusal(id: &str, e: ClientError) -> ApiError {
             "{}: stop and start sandbox {id} to pause it",
             chain(&e)
         )),
-        e => ApiError::internal(chain(&e)),
+        e => ApiError::supervisor(&e),
     }
 }
 

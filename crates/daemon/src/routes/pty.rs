@@ -243,7 +243,7 @@ fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiErro
     crate::execs::check_command(&argv, &start.env)?;
     let conn = Connection::open(&target.control).map_err(|e| match e {
         ClientError::NotRunning { .. } => ApiError::conflict(chain(&e)),
-        e => ApiError::internal(chain(&e)),
+        e => ApiError::supervisor(&e),
     })?;
     let supervisor_pid = conn.supervisor_pid;
     let req = protocol::ExecRequest {
