@@ -3,16 +3,20 @@
 //! write, or in a later one before the server has answered), a second
 //! HTTP request for a path no rule allows. A raw WebSocket server over TLS
 //! on loopback records every byte it gets after the upgrade's head; it
-//! answers the upgrade a second late, so that the program's bytes are
-//! there before the `101` is. None of them may reach it: they were never
-//! decided as a request, and no WebSocket client sends frames before it has
-//! read the `101`. A client that waits for the `101` is relayed as before.
+//! answers the upgrade late (a second, or the milliseconds its path
+//! names), so that the program's bytes can be there before the `101` is,
+//! and greets with a frame of its own. None of the program's early bytes
+//! may reach it, whatever the writes' boundaries and timing: they were
+//! never decided as a request, and no WebSocket client sends anything but
+//! masked frames, and those only once it has read the `101`. A client
+//! that waits for the `101` and sends a frame is relayed as before, and
+//! one that only listens gets the server's frame.
 
 use crate::common::upstream::TestCa;
 use crate::common::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,8 +29,9 @@ struct Seen {
 }
 
 /// A WebSocket server over TLS for `chat.test` on 127.0.0.1 that answers
-/// each upgrade with `101` a second after its head, then records whatever
-/// arrives for three seconds.
+/// each upgrade with `101` and a text frame `hello` late (the
+/// milliseconds after `/wait` in its path, else a second), then records
+/// whatever arrives for three seconds.
 struct RawWs {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -62,12 +67,25 @@ impl RawWs {
     }
 
     /// What arrived after the head of the upgrade to `path`.
-    fn after(&self, path: &str) -> Option<String> {
+    fn after(&self, path: &str) -> Option<Vec<u8>> {
         self.seen()
-            .iter()
-            .find(|s| s.line.contains(path))
-            .map(|s| String::from_utf8_lossy(&s.after).into_owned())
+            .into_iter()
+            .find(|s| s.line.split(' ').nth(1) == Some(path))
+            .map(|s| s.after)
     }
+}
+
+/// How long the server waits before its `101` for the upgrade whose
+/// request line is `line`: the milliseconds after `/wait`, else a second.
+fn answer_delay(line: &str) -> Duration {
+    let ms = line
+        .split_once("/wait")
+        .and_then(|(_, rest)| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .unwrap_or(1000);
+    Duration::from_millis(ms)
 }
 
 fn serve_one(
@@ -93,11 +111,12 @@ fn serve_one(
         .unwrap_or_default()
         .to_string();
     let mut after = buf[head_end..].to_vec();
-    // Late, so that what the client sends behind its head is here first.
-    std::thread::sleep(Duration::from_secs(1));
+    // Late, so that what the client sends behind its head is on its way
+    // (or here) first.
+    std::thread::sleep(answer_delay(&line));
     let _ = tls.write_all(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+          Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x05hello",
     );
     let _ = tls.flush();
     let mut chunk = [0u8; 4096];
@@ -112,10 +131,13 @@ fn serve_one(
 
 /// The program inside: `smuggle.py PORT PATH MODE` sends the upgrade to
 /// PATH and, with MODE `same`, a second request in the same write; with
-/// `later`, the second request a moment after the head (before the
-/// server's `101`); with `honest`, only after it has read the `101`, a
-/// frame's bytes. It prints the status line and whether the connection
-/// was closed afterwards.
+/// `later`, the second request 0.3 s after the head (before the server's
+/// `101`); with `after-N` (N milliseconds, 0 for at once), the second
+/// request in a write of its own N ms after the head's; with `honest`,
+/// only after it has read the `101`, a masked text frame `honest-frame`;
+/// with `listen`, nothing, reading the server's frame. It prints PATH
+/// and the status line, what it read after it, and whether the
+/// connection was closed afterwards.
 const CLIENT: &str = r#"
 import os, socket, ssl, sys, time
 port, path, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -125,12 +147,18 @@ s = ctx.wrap_socket(socket.create_connection(("chat.test", port), timeout=10), s
 head = (f"GET {path} HTTP/1.1\r\nHost: chat.test:{port}\r\nUpgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         f"Sec-WebSocket-Version: 13\r\n\r\n").encode()
-smuggled = f"GET /admin/keys HTTP/1.1\r\nHost: chat.test:{port}\r\n\r\n".encode()
+smuggled = f"DELETE /admin/SMUGGLED-{mode} HTTP/1.1\r\nHost: chat.test:{port}\r\n\r\n".encode()
 if mode == "same":
     s.sendall(head + smuggled)
 elif mode == "later":
     s.sendall(head)
     time.sleep(0.3)
+    s.sendall(smuggled)
+elif mode.startswith("after-"):
+    s.sendall(head)
+    delay = int(mode[len("after-"):]) / 1000
+    if delay:
+        time.sleep(delay)
     s.sendall(smuggled)
 else:
     s.sendall(head)
@@ -140,44 +168,50 @@ while b"\r\n\r\n" not in got:
     if not b:
         break
     got += b
-print(mode, "status", got.split(b"\r\n")[0].decode(), flush=True)
+print(path, "status", got.split(b"\r\n")[0].decode(), flush=True)
 if mode == "honest":
-    s.sendall(b"honest-frame")
+    data = b"honest-frame"
+    mask = os.urandom(4)
+    s.sendall(bytes([0x81, 0x80 | len(data)]) + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(data)))
 s.settimeout(4)
+rest = b""
 try:
-    rest = s.recv(100)
-    print(mode, "closed" if not rest else "more", flush=True)
+    while True:
+        more = s.recv(100)
+        if not more:
+            print(path, "read", rest, flush=True)
+            print(path, "closed", flush=True)
+            break
+        rest += more
 except (ConnectionError, ssl.SSLError):
-    print(mode, "closed", flush=True)
+    print(path, "read", rest, flush=True)
+    print(path, "closed", flush=True)
 except socket.timeout:
-    print(mode, "open", flush=True)
+    print(path, "read", rest, flush=True)
+    print(path, "open", flush=True)
 "#;
 
-#[test]
-fn bytes_sent_behind_an_allowed_websocket_upgrade_before_its_101_never_reach_the_server() {
-    if !egress_available() {
-        return;
-    }
-    let python = Command::new("python3")
+fn python_available() -> bool {
+    let ok = Command::new("python3")
         .args(["-c", "import ssl"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !python {
+    if !ok {
         skip("python3 with ssl is needed for the WebSocket client inside the sandbox");
-        return;
     }
-    let ca = TestCa::new();
-    let up = RawWs::start(&ca);
+    ok
+}
+
+/// `warden run` with `GET chat.test:PORT/live/**` allowed and the client
+/// run once per `(path, mode)`, one after the other, its events in
+/// `events`.
+fn run(ca: &TestCa, up: &RawWs, calls: &[(&str, &str)], events: &std::path::Path) -> Output {
     let port = up.port.to_string();
     let mut script = format!("cat > /tmp/smuggle.py <<'EOF'\n{CLIENT}\nEOF\n");
-    for (path, mode) in [
-        ("/live/same", "same"),
-        ("/live/later", "later"),
-        ("/live/honest", "honest"),
-    ] {
+    for (path, mode) in calls {
         script.push_str(&format!("python3 /tmp/smuggle.py {port} {path} {mode}\n"));
     }
-    let out = Command::new(warden_bin())
+    Command::new(warden_bin())
         .args(["run", "--no-tty"])
         .args([
             "--allow-domain",
@@ -188,35 +222,136 @@ fn bytes_sent_behind_an_allowed_websocket_upgrade_before_its_101_never_reach_the
             &ca.pem_path(),
             "--allow-request",
             &format!("GET chat.test:{port}/live/**"),
+            "--json-events",
+            &events.to_string_lossy(),
         ])
         .args(["--", "sh", "-c", &script])
         .stdin(Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Asserts that each of `calls` was upgraded, that nothing the program
+/// sent behind its upgrade's head reached the server, and that the
+/// program saw its connection closed.
+fn nothing_early_relayed(up: &RawWs, out: &Output, calls: &[(&str, &str)]) {
+    let s = stdout(out);
+    let seen = up.seen();
+    for (path, mode) in calls {
+        let after = up.after(path);
+        assert!(
+            after.is_some(),
+            "the upgrade itself was allowed: {path} {seen:?}\n{s}"
+        );
+        assert_eq!(
+            after.as_deref(),
+            Some(&b""[..]),
+            "nothing the program sent behind its upgrade ({mode}) reached the server: {seen:?}\n{s}"
+        );
+        assert!(s.contains(&format!("{path} closed")), "{mode}: {s}");
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|x| x.line.contains("admin")
+                || String::from_utf8_lossy(&x.after).contains("SMUGGLED")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn bytes_sent_behind_an_allowed_websocket_upgrade_before_its_101_never_reach_the_server() {
+    if !egress_available() || !python_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = RawWs::start(&ca);
+    let dir = TempDir::new("upgrade-smuggling");
+    let calls = [
+        ("/live/same", "same"),
+        ("/live/later", "later"),
+        ("/live/honest", "honest"),
+        ("/live/listen", "listen"),
+    ];
+    let out = run(&ca, &up, &calls, &dir.path().join("events.jsonl"));
     let s = stdout(&out);
     assert!(out.status.success(), "{s}\n{}", stderr(&out));
     // The server gives up reading three seconds after its 101.
     std::thread::sleep(Duration::from_millis(500));
+    nothing_early_relayed(&up, &out, &calls[..2]);
     let seen = up.seen();
-    for path in ["/live/same", "/live/later"] {
-        let after = up.after(path);
-        assert!(
-            after.is_some(),
-            "the upgrade itself was allowed: {seen:?}\n{s}"
-        );
-        assert_eq!(
-            after.as_deref(),
-            Some(""),
-            "nothing the program sent behind its upgrade before the 101 reached the server: {seen:?}\n{s}"
-        );
-        assert!(s.contains(&format!("{} closed", &path[6..])), "{s}");
-    }
-    assert!(!seen.iter().any(|x| x.line.contains("admin")), "{seen:?}");
-    // A client that waits for the 101 is relayed as ever.
+    // A client that waits for the 101 is relayed as ever, both ways.
+    let honest = up.after("/live/honest").unwrap_or_default();
+    let payload: Vec<u8> = honest
+        .iter()
+        .skip(6)
+        .enumerate()
+        .map(|(i, b)| b ^ honest[2 + i % 4])
+        .collect();
     assert_eq!(
-        up.after("/live/honest").as_deref(),
-        Some("honest-frame"),
-        "{seen:?}\n{s}"
+        (honest.get(..2), &payload[..]),
+        (Some(&[0x81, 0x80 | 12][..]), &b"honest-frame"[..]),
+        "the honest frame, header, mask and payload, once: {seen:?}\n{s}"
     );
-    assert!(s.contains("honest status HTTP/1.1 101"), "{s}");
+    assert!(s.contains("/live/honest status HTTP/1.1 101"), "{s}");
+    assert!(s.contains("/live/honest read b'\\x81\\x05hello'"), "{s}");
+    // One that sends nothing still gets what the server sends.
+    assert!(s.contains("/live/listen status HTTP/1.1 101"), "{s}");
+    assert!(s.contains("/live/listen read b'\\x81\\x05hello'"), "{s}");
+    assert_eq!(
+        up.after("/live/listen").as_deref(),
+        Some(&b""[..]),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_request_written_apart_behind_an_allowed_websocket_upgrade_never_reaches_the_server_whatever_its_timing(
+) {
+    if !egress_available() || !python_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = RawWs::start(&ca);
+    let dir = TempDir::new("upgrade-smuggling");
+    let ev = dir.path().join("events.jsonl");
+    // The smuggled request in a write of its own, at once and 1, 3 and
+    // 10 ms after the head; the server answers at once, or 20 ms or a
+    // second after the head.
+    let mut paths = Vec::new();
+    for wait in [0, 20, 1000] {
+        for after in [0, 1, 3, 10] {
+            paths.push((
+                format!("/live/wait{wait}/{after}"),
+                format!("after-{after}"),
+            ));
+        }
+    }
+    let calls: Vec<(&str, &str)> = paths
+        .iter()
+        .map(|(p, m)| (p.as_str(), m.as_str()))
+        .collect();
+    let out = run(&ca, &up, &calls, &ev);
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    for (path, _) in &calls {
+        assert!(
+            s.contains(&format!("{path} status HTTP/1.1 101")),
+            "{path}: {s}"
+        );
+    }
+    nothing_early_relayed(&up, &out, &calls);
+    // Each closure is recorded as a refusal, alone or counted among
+    // repeats.
+    let events = events(&ev);
+    let refused: u64 = events
+        .iter()
+        .filter(|e| e["reason"]["code"] == "bytes_before_upgrade")
+        .map(|e| match e["event"].as_str() {
+            Some("connections_aggregated") => e["count"].as_u64().unwrap_or(0),
+            _ => 1,
+        })
+        .sum();
+    assert_eq!(refused, calls.len() as u64, "{events:#?}");
 }

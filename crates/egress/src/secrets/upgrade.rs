@@ -6,6 +6,12 @@
 //! lasts (its idle timeout, a removal of its name). Only bytes the sandbox
 //! sends after the 101 are relayed: any it sent behind the upgrade's head
 //! before it (a second request, undecided) close the relay unrelayed.
+//! Those hyper read with the head are seen at once; those still in the
+//! kernel's or TLS's buffers cannot be told from later ones by their
+//! timing, so the sandbox's side reaches the upstream only once its first
+//! bytes read as a client's masked frame header, which no HTTP request
+//! does (`first_frame`, where the reasoning for checking the first frame
+//! alone is).
 //!
 //! Only `websocket` is upgraded, and only over HTTP/1.1 (`Upgrade` and
 //! `Connection: upgrade`); any other upgrade is sent on as a plain request,
@@ -15,6 +21,8 @@
 //! value could be followed through them. It never decides whether the
 //! request may go (the rules did) and never records anything itself (the
 //! request's tally does).
+
+mod first_frame;
 
 use super::ruled::Tally;
 use super::{BoxError, OutBody, BUFFER_LIMIT};
@@ -120,6 +128,10 @@ pub(super) async fn relay(
         };
         return Ok((response, None));
     }
+    // An agreed extension may give a frame's reserved bits a meaning.
+    let extensions = response
+        .headers()
+        .contains_key(http::header::SEC_WEBSOCKET_EXTENSIONS);
     let upstream = hyper::upgrade::on(&mut response);
     let Upgrade {
         client,
@@ -133,7 +145,7 @@ pub(super) async fn relay(
             }
             return;
         };
-        let Some(mut client) = undecided_bytes_refused(client, early) else {
+        let Some(mut client) = undecided_bytes_refused(client, extensions, early) else {
             // Both upgraded streams are dropped: closed, nothing relayed.
             if let Some(t) = tally {
                 t.relayed(0, 0);
@@ -153,18 +165,27 @@ pub(super) async fn relay(
 }
 
 /// The sandbox's upgraded stream, when hyper read nothing behind the
-/// upgrade's head: bytes there were sent before the 101 (in the head's
-/// write, or while the upstream was answering), which no WebSocket client
-/// does (RFC 6455 §4.1: it sends frames once it has read the 101). They
-/// were never decided as a request (a second request behind the upgrade
-/// would reach the server unread), so the relay is refused, with `early`
-/// told how many there were.
+/// upgrade's head, its reads held until they start with a client's frame
+/// (`extensions`: the 101 agreed one). Bytes hyper read there were sent
+/// before the 101 (in the head's write, or while the upstream was
+/// answering), which no WebSocket client does (RFC 6455 §4.1: it sends
+/// frames once it has read the 101). They were never decided as a request
+/// (a second request behind the upgrade would reach the server unread),
+/// so the relay is refused, with `early` told how many there were; it is
+/// told the same when the first bytes read later are not a frame.
 fn undecided_bytes_refused(
     client: hyper::upgrade::Upgraded,
+    extensions: bool,
     early: Box<dyn FnOnce(usize) + Send>,
-) -> Option<tokio_rustls::server::TlsStream<crate::metered::Metered<TcpStream>>> {
+) -> Option<
+    first_frame::FirstFrame<tokio_rustls::server::TlsStream<crate::metered::Metered<TcpStream>>>,
+> {
     match client.downcast::<SandboxIo>() {
-        Ok(parts) if parts.read_buf.is_empty() => Some(parts.io.into_inner().into_inner()),
+        Ok(parts) if parts.read_buf.is_empty() => Some(first_frame::FirstFrame::new(
+            parts.io.into_inner().into_inner(),
+            extensions,
+            early,
+        )),
         Ok(parts) => {
             early(parts.read_buf.len());
             None
