@@ -226,9 +226,10 @@ fn mentions(body: &[u8]) -> usize {
         .count()
 }
 
-/// Whether a part's header may spell a parameter in a way `multer` does
-/// not read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
-/// field's name across two; `filename*` is not one).
+/// Whether `text` may spell a part's name in a way `multer` does not
+/// read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
+/// field's name across two; `filename*` is not one). Asked of the whole
+/// body first (cheap, and wider), then of each part's header.
 fn extended_name(body: &[u8]) -> bool {
     let lower = body.to_ascii_lowercase();
     lower
@@ -263,10 +264,11 @@ fn boundary(parts: &http::request::Parts) -> Option<String> {
 }
 
 /// A multipart body's `_method` fields' values, by `multer`. A body that
-/// does not mention the field at all (plain or escaped) nor spells a
+/// does not mention the field at all (plain or escaped) nor may spell a
 /// name in RFC 2231's way names no method; one that does is certain only
 /// when the parser, with the one boundary the request names, reads each
-/// mention as a field so named, and `None` otherwise.
+/// mention as a field so named and no part's header names it otherwise,
+/// and `None` otherwise.
 async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<String>> {
     let said = mentions(body);
     if said == 0 && !extended_name(body) {
@@ -282,6 +284,16 @@ async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<S
     loop {
         match form.next_field().await {
             Ok(Some(field)) => {
+                // A part's name as another parser may read it: from a
+                // second Content-Disposition, or RFC 2231's parameters.
+                let said = field
+                    .headers()
+                    .get_all(http::header::CONTENT_DISPOSITION)
+                    .iter()
+                    .collect::<Vec<_>>();
+                if said.len() > 1 || said.iter().any(|v| extended_name(v.as_bytes())) {
+                    return None;
+                }
                 if field.name().is_some_and(|n| n.eq_ignore_ascii_case(FIELD)) {
                     out.push(field.text().await.ok()?);
                 }
@@ -290,7 +302,7 @@ async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<S
             Err(_) => return None,
         }
     }
-    (out.len() >= said && !extended_name(body)).then_some(out)
+    (out.len() >= said).then_some(out)
 }
 
 #[cfg(test)]
@@ -475,7 +487,19 @@ mod tests {
         ] {
             assert_eq!(in_body(&form, &[Kind::Multipart], odd.as_bytes()).await, None, "{odd}");
         }
-        // A file's own name in RFC 2231's way is not a field's name.
+        // A second Content-Disposition: parsers keep different ones.
+        let twice = "--XyZ\r\nContent-Disposition: form-data; name=\"_method\"\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nDELETE\r\n--XyZ--\r\n";
+        assert_eq!(
+            in_body(&form, &[Kind::Multipart], twice.as_bytes()).await,
+            None
+        );
+        // `name*` in a file's content is not a part's name; a file's own
+        // name in RFC 2231's way is not a field's name either.
+        let text = "--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nchar *name*;\r\n--XyZ--\r\n";
+        assert_eq!(
+            in_body(&form, &[Kind::Multipart], text.as_bytes()).await,
+            Some(vec![])
+        );
         let file = "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''a.txt\r\n\r\nx\r\n--XyZ--\r\n";
         assert_eq!(
             in_body(&form, &[Kind::Multipart], file.as_bytes()).await,
