@@ -432,6 +432,8 @@ pub enum WorkspaceAction {
     Restore,
     /// A snapshot was removed.
     SnapshotDelete,
+    /// The sandbox was copied into new sandboxes (the detail names them).
+    Fork,
 }
 
 impl WorkspaceAction {
@@ -445,22 +447,27 @@ impl WorkspaceAction {
             WorkspaceAction::Snapshot => "snapshot",
             WorkspaceAction::Restore => "restore",
             WorkspaceAction::SnapshotDelete => "snapshot-delete",
+            WorkspaceAction::Fork => "fork",
         }
     }
 
+    /// Every action.
+    pub const ALL: [WorkspaceAction; 8] = [
+        WorkspaceAction::Create,
+        WorkspaceAction::Commit,
+        WorkspaceAction::CommitRefused,
+        WorkspaceAction::Discard,
+        WorkspaceAction::Snapshot,
+        WorkspaceAction::Restore,
+        WorkspaceAction::SnapshotDelete,
+        WorkspaceAction::Fork,
+    ];
+
     /// The action a stored word names.
     pub fn parse(word: &str) -> Option<WorkspaceAction> {
-        [
-            WorkspaceAction::Create,
-            WorkspaceAction::Commit,
-            WorkspaceAction::CommitRefused,
-            WorkspaceAction::Discard,
-            WorkspaceAction::Snapshot,
-            WorkspaceAction::Restore,
-            WorkspaceAction::SnapshotDelete,
-        ]
-        .into_iter()
-        .find(|a| a.as_str() == word)
+        WorkspaceAction::ALL
+            .into_iter()
+            .find(|a| a.as_str() == word)
     }
 }
 
@@ -955,15 +962,7 @@ pub(crate) mod tests {
             );
         }
         assert_eq!(Protocol::parse("secret"), None);
-        for a in [
-            WorkspaceAction::Create,
-            WorkspaceAction::Commit,
-            WorkspaceAction::CommitRefused,
-            WorkspaceAction::Discard,
-            WorkspaceAction::Snapshot,
-            WorkspaceAction::Restore,
-            WorkspaceAction::SnapshotDelete,
-        ] {
+        for a in WorkspaceAction::ALL {
             assert_eq!(WorkspaceAction::parse(a.as_str()), Some(a));
             assert_eq!(
                 serde_json::to_value(a).unwrap(),

@@ -89,7 +89,7 @@ fn a_running_sandboxs_snapshot_and_fork_through_the_cli_are_in_its_log_and_its_f
         .any(|l| l.starts_with("src ") && l.contains("running")));
     let recs = workspace_records(s, "src");
     assert!(has(&recs, "snapshot", "saved as snapshot s1"), "{recs:?}");
-    assert!(has(&recs, "snapshot", "forked into src-fork-1"), "{recs:?}");
+    assert!(has(&recs, "fork", "forked into src-fork-1"), "{recs:?}");
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !seen
@@ -137,7 +137,7 @@ fn a_running_sandboxs_snapshot_and_fork_through_the_api_are_in_its_log() {
     assert_eq!(st, 201, "{b}");
     let recs = workspace_records(s, "src");
     assert!(has(&recs, "snapshot", "saved as snapshot s1"), "{recs:?}");
-    assert!(has(&recs, "snapshot", "forked into src-fork-1"), "{recs:?}");
+    assert!(has(&recs, "fork", "forked into src-fork-1"), "{recs:?}");
     let (_, b) = call(&d, "GET", "/v1/sandboxes/src", None, None);
     assert_eq!(json(&b)["state"], "running", "{b}");
     verifies(s, "src");

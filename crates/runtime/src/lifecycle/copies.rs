@@ -423,7 +423,7 @@ fn fork_as(
     // removed (none of them was started yet), and the caller told why.
     let recorded = record(
         sb,
-        WorkspaceAction::Snapshot,
+        WorkspaceAction::Fork,
         Vec::new(),
         format!(
             "forked into {}{}",
