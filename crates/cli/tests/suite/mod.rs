@@ -88,6 +88,7 @@ mod share_modes;
 mod snapshot_bounds;
 mod snapshot_trust;
 mod snapshots;
+mod substituted_bodies;
 mod teardown;
 mod trust_boundary;
 mod unsaved_mark_attacks;

@@ -22,7 +22,8 @@
 //! `target` reads a request's authority and path as the upstream will;
 //! `session` serves one terminated connection, whose upstream `bulk` reads
 //! in large pieces (each request's stages in `session/exchange`, the
-//! response's scrub in `session/scrub`).
+//! response's scrub in `session/scrub`); `paid` pays, from the proxy's
+//! memory budget, for what a request makes the terminator hold.
 //! This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
 //! [`Terminator`].
@@ -33,6 +34,7 @@ mod bulk;
 mod coding;
 mod heads;
 mod outbound;
+mod paid;
 mod rewrite;
 mod ruled;
 mod scan;

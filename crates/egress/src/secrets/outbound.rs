@@ -13,6 +13,7 @@
 //! never the value). What is recorded names the rule, the line and the
 //! value's hash, never the value.
 
+use super::paid::Bill;
 use super::ruled::Prefixed;
 use super::{BoxError, OutBody};
 use bytes::Bytes;
@@ -37,8 +38,9 @@ pub(super) fn described(f: &Finding) -> String {
 }
 
 /// `body` with its start read (within [`HELD`] and the pool `pool`, in
-/// KiB): `Err` with the finding when a body that ended there carries one;
-/// else the body, checked as it streams.
+/// KiB, paid for until it is passed on): `Err` with the finding when a
+/// body that ended there carries one; else the body, checked as it
+/// streams.
 pub(super) async fn checked(
     mut body: OutBody,
     pool: &std::sync::Arc<tokio::sync::Semaphore>,
@@ -47,10 +49,9 @@ pub(super) async fn checked(
     if body.is_end_stream() {
         return Ok(body);
     }
-    let paid = pool
-        .clone()
-        .try_acquire_many_owned((HELD / 1024) as u32)
-        .ok();
+    // Paid for until the start read is passed on; without room in the
+    // budget, nothing is read ahead (the body is scanned as it streams).
+    let paid = Bill::of(pool, HELD).ok();
     let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut data: Vec<u8> = Vec::new();
     let mut ended = false;
@@ -75,9 +76,9 @@ pub(super) async fn checked(
         if let Some(f) = scan(&data).into_iter().next() {
             return Err(f);
         }
-        return Ok(Prefixed::new(read, None).boxed());
+        return Ok(Prefixed::paid(read, None, paid).boxed());
     }
-    let rest = Prefixed::new(read, Some(body)).boxed();
+    let rest = Prefixed::paid(read, Some(body), paid).boxed();
     Ok(Scanned {
         inner: rest,
         tail: Vec::new(),

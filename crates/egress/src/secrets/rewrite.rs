@@ -282,13 +282,21 @@ impl Rewriter {
         Ok((out, r.replaced))
     }
 
-    fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Blocked> {
+    /// Rewrite `data`, the stream's next bytes: what can be written out
+    /// (a possible occurrence's start is kept until it is decided).
+    pub(super) fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Blocked> {
         self.pending.extend_from_slice(data);
         self.run(false)
     }
 
-    fn finish(&mut self) -> Result<Vec<u8>, Blocked> {
+    /// The stream's end: the rest written out.
+    pub(super) fn finish(&mut self) -> Result<Vec<u8>, Blocked> {
         self.run(true)
+    }
+
+    /// The secrets replaced so far.
+    pub(super) fn replaced(&self) -> &[usize] {
+        &self.replaced
     }
 
     /// Read the pending bytes with the scan, marking where occurrences may

@@ -14,6 +14,7 @@
 //! `Content-Length` is read as chunked (RFC 9112, 6.1) and the connection
 //! is closed after its answer, so nothing behind it is read at all.
 
+use super::paid::{Bill, Unpaid};
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::requests::{rpc_labels, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
@@ -72,6 +73,15 @@ pub(super) async fn judge(
     } else {
         (Read::NoBody, body)
     };
+    if let Read::Unpaid(unpaid) = &read {
+        return Err(Box::new(unpaid_refusal(
+            (name, port),
+            record,
+            parts,
+            path,
+            unpaid,
+        )));
+    }
     let mut unread = false;
     if let Some(kinds) = &kinds {
         let found = match &read {
@@ -92,7 +102,7 @@ pub(super) async fn judge(
     let rpc = match (&read, needs_rpc) {
         (_, false) | (Read::NoBody, _) => Rpc::NoBody,
         (Read::Body(data), true) => rpc_labels(data).map_or(Rpc::Unreadable, Rpc::Labels),
-        (Read::Unreadable, true) => Rpc::Unreadable,
+        (Read::Unreadable | Read::Unpaid(_), true) => Rpc::Unreadable,
     };
     let request = Request {
         name,
@@ -245,26 +255,27 @@ where
 enum Read {
     /// It has none.
     NoBody,
-    /// Larger than [`MAX_RPC_BODY`], failed, or not paid for.
+    /// Larger than [`MAX_RPC_BODY`], or failed.
     Unreadable,
+    /// The proxy's memory budget could not pay for reading it now.
+    Unpaid(Unpaid),
     /// The whole body.
     Body(Vec<u8>),
 }
 
 /// Read the start of `body` (for its JSON-RPC methods, or the method a
 /// form names): at most [`MAX_RPC_BODY`] bytes, paid for from `pool`
-/// (KiB) while held; the body comes back whole, what was read in front of
-/// the rest. A body larger than that, or one the budget cannot pay for
-/// now, is unreadable.
+/// (KiB) for as long as they are held (until passed on); the body comes
+/// back whole, what was read in front of the rest. A body larger than
+/// that is unreadable; one the budget cannot pay for now is unpaid (and
+/// refused: it is never held unpaid).
 async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Read, OutBody) {
     if body.is_end_stream() {
         return (Read::NoBody, body);
     }
-    let Ok(_paid) = pool
-        .clone()
-        .try_acquire_many_owned((MAX_RPC_BODY / 1024) as u32)
-    else {
-        return (Read::Unreadable, body);
+    let bill = match Bill::of(pool, MAX_RPC_BODY) {
+        Ok(bill) => bill,
+        Err(unpaid) => return (Read::Unpaid(unpaid), body),
     };
     let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut data: Vec<u8> = Vec::new();
@@ -292,18 +303,64 @@ async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (R
         (false, _) => Read::Unreadable,
     };
     let rest = (!ended).then_some(body);
-    (got, Prefixed { read, rest }.boxed())
+    (got, Prefixed::paid(read, rest, Some(bill)).boxed())
 }
 
-/// A body whose first frames were read already.
+/// The decision on a request whose body the proxy's memory budget cannot
+/// pay for reading now: recorded, and warden's 503 in the upstream's
+/// place.
+fn unpaid_refusal(
+    (name, port): (&str, u16),
+    record: &Recorder,
+    parts: &http::request::Parts,
+    path: &str,
+    unpaid: &Unpaid,
+) -> Response<OutBody> {
+    let why = format!(
+        "refused: {} {name}{path}: the proxy's memory budget ({} MiB) is spent: no room to read the start of its body ({} KiB)",
+        parts.method,
+        crate::proxy::MEMORY_BUDGET_KIB / 1024,
+        unpaid.0
+    );
+    record(Decision {
+        protocol: Protocol::Request,
+        name: Some(name.to_string()),
+        port,
+        original_destination: None,
+        allowed: false,
+        rule: None,
+        detail: why.clone(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+        reason: Some(Cause::new(Reason::MemoryBudget)),
+    });
+    let mut r = forbidden(Reason::MemoryBudget, &why);
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r
+}
+
+/// A body whose first frames were read already, and what holding them
+/// costs the proxy's memory budget (given back once they are passed on).
 pub(super) struct Prefixed {
     read: VecDeque<Frame<Bytes>>,
     rest: Option<OutBody>,
+    bill: Option<Bill>,
 }
 
 impl Prefixed {
+    #[cfg(test)]
     pub(super) fn new(read: VecDeque<Frame<Bytes>>, rest: Option<OutBody>) -> Prefixed {
-        Prefixed { read, rest }
+        Prefixed::paid(read, rest, None)
+    }
+
+    /// `read` paid for by `bill`, in front of `rest`.
+    pub(super) fn paid(
+        read: VecDeque<Frame<Bytes>>,
+        rest: Option<OutBody>,
+        bill: Option<Bill>,
+    ) -> Prefixed {
+        Prefixed { read, rest, bill }
     }
 }
 
@@ -316,6 +373,9 @@ impl Body for Prefixed {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if let Some(f) = self.read.pop_front() {
+            if self.read.is_empty() {
+                self.bill = None;
+            }
             return Poll::Ready(Some(Ok(f)));
         }
         match self.rest.as_mut() {

@@ -7,20 +7,22 @@
 //! (the session does) and never reads the response beyond handing it to
 //! `scrub`.
 
+use super::super::paid::{self, Bill, NotRead, Unpaid};
 use super::super::rewrite::{Blocked, RewriteBody, Rewriter};
 use super::super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
 use super::super::{heads, outbound, ruled, upgrade, zero, OutBody};
 use super::{scrub, text, Sender, Session, Stopped, HOP_BY_HOP};
 use crate::decision::{Cause, Decision, Reason, SecretAction};
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::{Request, Response, StatusCode};
 use std::sync::Arc;
 
 /// Request bodies read whole for substitution (`--secret-in-body`) are at
-/// most this large; larger ones are refused with 413.
+/// most this large once substituted; larger ones are refused with 413.
+/// Each is paid from the proxy's memory budget while it is held (see
+/// `paid`): one the budget cannot pay for now is refused with 503.
 const MAX_SUBSTITUTED_BODY: usize = 16 << 20;
 
 /// warden's answer in place of the upstream's, when a stage of a request
@@ -56,6 +58,10 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     // Refused at any stage below, its unread rest is drained apart: the
     // answer then ends the request cleanly (HTTP/2 resets no stream).
     let body = ruled::boxed(crate::linger::Drained::new(body));
+    // What the request costs while it is here, paid before anything of it
+    // is held beyond hyper's buffers, and given back with its body.
+    let bill = Bill::of(&s.term.decode_memory, paid::request_cost(&parts))
+        .map_err(|u| unpaid(s, &parts, "hold the request", &u))?;
     let path = checked_path(s, &parts)?;
     // The sandbox's own head, before any placeholder is substituted.
     if let Some(found) = heads::first_finding(&parts) {
@@ -87,7 +93,8 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     let mut substituted: Vec<usize> = Vec::new();
     let target = substituted_target(s, &parts, path, &mut substituted)?;
     let mut headers = substituted_headers(s, &parts, &mut substituted)?;
-    let body = substituted_body(s, body, &mut headers, &mut substituted).await?;
+    let body = substituted_body(s, &parts, body, &mut headers, &mut substituted).await?;
+    let body = paid::Held::new(body, bill).boxed();
     substituted.sort_unstable();
     substituted.dedup();
     for i in &substituted {
@@ -308,10 +315,28 @@ fn substituted_headers(
     Ok(headers)
 }
 
+/// warden's 503 for a request the proxy's memory budget cannot pay to
+/// `what` now, recorded as denied.
+fn unpaid(s: &Session, parts: &http::request::Parts, what: &str, u: &Unpaid) -> Answer {
+    Box::new(s.refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Cause::new(Reason::MemoryBudget),
+        format!(
+            "refused: {} {}{}: the proxy's memory budget ({} MiB) is spent: no room to {what} ({} KiB)",
+            parts.method,
+            s.name,
+            parts.uri.path(),
+            crate::proxy::MEMORY_BUDGET_KIB / 1024,
+            u.0
+        ),
+    ))
+}
+
 /// The body: read whole when a secret is substituted in it (its length set
-/// again), else streamed and watched.
+/// again; paid for while held), else streamed and watched.
 async fn substituted_body(
     s: &Arc<Session>,
+    parts: &http::request::Parts,
     body: OutBody,
     headers: &mut http::HeaderMap,
     substituted: &mut Vec<usize>,
@@ -329,42 +354,48 @@ async fn substituted_body(
         )
         .boxed());
     }
-    let bytes = match collect_limited(body).await {
-        Ok(b) => b,
-        Err(()) => {
-            return Err(answer(
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let read = paid::substituted(
+        body,
+        s.body.clone(),
+        &s.term.decode_memory,
+        declared,
+        MAX_SUBSTITUTED_BODY,
+    )
+    .await;
+    let read = match read {
+        Ok(read) => read,
+        Err(NotRead::TooLarge) => {
+            return Err(Box::new(s.refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
+                Cause::new(Reason::BadRequest),
+                format!(
+                    "refused: {} {}{}: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes",
+                    parts.method,
+                    s.name,
+                    parts.uri.path()
+                ),
+            )))
+        }
+        Err(NotRead::Unpaid(u)) => return Err(unpaid(s, parts, "hold its body whole", &u)),
+        Err(NotRead::Blocked(b)) => return Err(Box::new(s.block(b))),
+        Err(NotRead::Failed) => {
+            return Err(answer(
+                StatusCode::BAD_REQUEST,
                 Reason::BadRequest,
-                format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
+                "warden: the request body ended with an error\n".into(),
             ))
         }
     };
-    let (b, r) = Rewriter::all(s.body.clone(), &bytes).map_err(|b| Box::new(s.block(b)))?;
-    substituted.extend(r);
+    substituted.extend(read.replaced);
     headers.remove(http::header::CONTENT_LENGTH);
-    if let Ok(v) = http::HeaderValue::from_str(&b.len().to_string()) {
+    if let Ok(v) = http::HeaderValue::from_str(&read.len.to_string()) {
         headers.insert(http::header::CONTENT_LENGTH, v);
     }
-    Ok(Full::new(Bytes::from(b))
-        .map_err(|never| match never {})
-        .boxed())
-}
-
-/// The whole of `body` (its trailers dropped), or `Err` past
-/// [`MAX_SUBSTITUTED_BODY`] bytes or on the client's error. A loop rather
-/// than `http_body_util::Limited`, whose error bound over a boxed body
-/// makes the request's future not `Send` for every lifetime.
-async fn collect_limited(mut body: OutBody) -> Result<Bytes, ()> {
-    let mut out: Vec<u8> = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(d) = frame.map_err(|_| ())?.into_data() {
-            if out.len() + d.len() > MAX_SUBSTITUTED_BODY {
-                return Err(());
-            }
-            out.extend_from_slice(&d);
-        }
-    }
-    Ok(Bytes::from(out))
+    Ok(read.body)
 }
 
 /// A request as it goes upstream: the sandbox's method and extensions, the
