@@ -368,19 +368,27 @@ fn rpc_matches(r: &RequestRule, rpc: &Rpc, unit: Option<&str>, mode: Mode) -> bo
 /// under every way a server may split and decode it (see `path`), as
 /// written: a key read more than one way gives each of its values.
 pub fn field_values(query: &str, key: &str) -> Vec<String> {
+    field_values_by(query, key, |k| k.eq_ignore_ascii_case(key))
+}
+
+/// Every value given in `query` (or a form body) for a key `is_key`
+/// takes, read as [`field_values`] reads them; `needle` is what every
+/// such key holds (any case) once decoded.
+pub fn field_values_by(query: &str, needle: &str, is_key: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    // Most queries cannot name the key at all: without an escape, the key
-    // (any case) must stand in them as written. Nothing more is read then.
+    // Most queries cannot name the key at all: without an escape, the
+    // needle (any case) must stand in them as written. Nothing more is
+    // read then.
     let spelled = query
         .as_bytes()
-        .windows(key.len())
-        .any(|w| w.eq_ignore_ascii_case(key.as_bytes()));
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()));
     if query.is_empty() || !(spelled || query.contains('%')) {
         return out;
     }
     for pairs in path::query_readings(query) {
         for (k, v) in pairs {
-            if k.eq_ignore_ascii_case(key) {
+            if is_key(&k) {
                 let v = v.unwrap_or_default();
                 if !out.contains(&v) {
                     out.push(v);

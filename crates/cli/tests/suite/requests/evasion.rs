@@ -68,6 +68,9 @@ c escaped -d '%5Fmethod=delete' $u/repos/a/b
 c untyped -H 'Content-Type:' --data-binary _method=DELETE $u/repos/a/b
 c multipart -F _method=DELETE $u/repos/a/b
 c json -H 'content-type: application/json' -d '{{\"_method\":\"DELETE\"}}' $u/repos/a/b
+c php-dot -d .method=DELETE $u/repos/a/b
+c php-query -d a=1 \"$u/repos/a/b?%5Bmethod=DELETE\"
+c header-field -d X-HTTP-Method-Override=DELETE $u/repos/a/b
 {{ printf 'a='; head -c 70000 /dev/zero | tr '\\0' a; printf '&_method=DELETE'; }} > /tmp/big
 c big --data-binary @/tmp/big $u/repos/a/b
 c plain -d a=1 $u/repos/a/b
@@ -87,6 +90,11 @@ c octets -H 'content-type: application/octet-stream' --data-binary _method=DELET
             "403 untyped",
             "403 multipart",
             "403 json",
+            // PHP makes `.` and `[` in a name `_`; a header's name as a
+            // field (ASP.NET Core's form field).
+            "403 php-dot",
+            "403 php-query",
+            "403 header-field",
             // Larger than is read to decide: it may name any method.
             "403 big",
             "200 plain",

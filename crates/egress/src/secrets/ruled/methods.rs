@@ -6,7 +6,7 @@
 //! most refused of these methods. Reading only: what the body holds comes
 //! from the terminator's bounded read, never from here.
 
-use crate::requests::field_values;
+use crate::requests::field_values_by;
 
 /// Headers by which a client asks a server to take a request as another
 /// method.
@@ -16,8 +16,33 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
-/// The field that names another method, in a query or a body.
-const FIELD: &str = "_method";
+/// The fields that name another method, in a query or a body: Rails',
+/// Laravel's and Symfony's `_method`, and the override headers' names
+/// (ASP.NET Core's form field is configurable; clients send these).
+const FIELDS: &[&str] = &[
+    "_method",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// What every spelling of a field in [`FIELDS`] holds.
+const NEEDLE: &str = "method";
+
+/// Whether `key` (decoded) names another method as some server reads
+/// it: any case, and as PHP names its request variables (leading spaces
+/// dropped, then ` `, `.` and an open `[` made `_`: `.method` and
+/// `[method` are `_method` to Laravel and Symfony).
+fn is_field(key: &str) -> bool {
+    let php: String = key
+        .trim_start_matches(' ')
+        .chars()
+        .map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c })
+        .collect();
+    FIELDS
+        .iter()
+        .any(|f| key.eq_ignore_ascii_case(f) || php.eq_ignore_ascii_case(f))
+}
 
 /// `parts`'s own method, then each other one its headers and query ask it
 /// to be taken as (upper-cased, each once).
@@ -29,7 +54,7 @@ pub(super) fn named(parts: &http::request::Parts) -> Vec<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::to_string);
-    let query = field_values(parts.uri.query().unwrap_or(""), FIELD);
+    let query = field_values_by(parts.uri.query().unwrap_or(""), NEEDLE, is_field);
     add(&mut out, headers.chain(query));
     out
 }
@@ -139,7 +164,11 @@ pub(super) async fn in_body(
     let mut out = Vec::new();
     for kind in kinds {
         match kind {
-            Kind::Form => out.extend(field_values(&String::from_utf8_lossy(body), FIELD)),
+            Kind::Form => out.extend(field_values_by(
+                &String::from_utf8_lossy(body),
+                NEEDLE,
+                is_field,
+            )),
             Kind::Json => out.extend(in_json(body)?),
             Kind::Multipart => out.extend(in_multipart(parts, body).await?),
         }
@@ -179,7 +208,7 @@ impl<'de> serde::Deserialize<'de> for Top {
                 let mut found = Some(Vec::new());
                 while let Some(key) = map.next_key::<String>()? {
                     let value: serde_json::Value = map.next_value()?;
-                    if key.eq_ignore_ascii_case(FIELD) {
+                    if is_field(&key) {
                         match (value.as_str(), found.as_mut()) {
                             (Some(m), Some(f)) => f.push(m.to_string()),
                             _ => found = None,
@@ -215,14 +244,15 @@ impl<'de> serde::Deserialize<'de> for Top {
     }
 }
 
-/// How many times `body` spells the field, any case, its bytes written
-/// plain or percent-escaped (`_%6Dethod` as an RFC 2231 name may).
+/// How many times `body` may spell a field of [`FIELDS`]: `method` (any
+/// case, its bytes written plain or percent-escaped, as an RFC 2231 name
+/// may) after `_`, `-`, `.` or `[`.
 fn mentions(body: &[u8]) -> usize {
     let decoded: Vec<u8> = percent_encoding::percent_decode(body).collect();
     let lower = decoded.to_ascii_lowercase();
     lower
-        .windows(FIELD.len())
-        .filter(|w| *w == FIELD.as_bytes())
+        .windows(NEEDLE.len() + 1)
+        .filter(|w| w[1..] == *NEEDLE.as_bytes() && matches!(w[0], b'_' | b'-' | b'.' | b'['))
         .count()
 }
 
@@ -294,7 +324,7 @@ async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<S
                 if said.len() > 1 || said.iter().any(|v| extended_name(v.as_bytes())) {
                     return None;
                 }
-                if field.name().is_some_and(|n| n.eq_ignore_ascii_case(FIELD)) {
+                if field.name().is_some_and(is_field) {
                     out.push(field.text().await.ok()?);
                 }
             }
@@ -403,6 +433,51 @@ mod tests {
         // It names the field in a way the parser does not read: uncertain.
         let odd = b"--XyZ\r\nContent-Disposition: form-data; name*=UTF-8''%5Fmethod\r\n\r\nDELETE\r\n--XyZ--\r\n";
         assert_eq!(in_body(&mp, &[Kind::Multipart], odd).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_field_php_or_a_header_name_makes_the_method_field_is_read_as_it() {
+        let p = parts(
+            http::Request::post("/x?.method=put&%5Bmethod=patch&x=.method")
+                .body(())
+                .unwrap(),
+        );
+        assert_eq!(named(&p), ["POST", "PUT", "PATCH"]);
+        for body in [
+            &b".method=DELETE"[..],
+            b"+.method=DELETE",
+            b"%2Emethod=DELETE",
+            b"[method=DELETE",
+            b"X-HTTP-Method-Override=DELETE",
+            b"x-method-override=DELETE",
+        ] {
+            assert_eq!(
+                in_body(&p, &[Kind::Form], body).await,
+                Some(vec!["DELETE".to_string()]),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // An array or another name is no method.
+        assert_eq!(
+            in_body(&p, &[Kind::Form], b"_method[]=x&method=y&a_method=z").await,
+            Some(vec![])
+        );
+        let mp = parts(
+            http::Request::post("/x")
+                .header("content-type", "multipart/form-data; boundary=XyZ")
+                .body(())
+                .unwrap(),
+        );
+        let body = b"--XyZ\r\nContent-Disposition: form-data; name=\".method\"\r\n\r\nDELETE\r\n--XyZ--\r\n";
+        assert_eq!(
+            in_body(&mp, &[Kind::Multipart], body).await,
+            Some(vec!["DELETE".to_string()])
+        );
+        // Mentioned in a file as a name could spell it: not certain.
+        let file =
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nx.method()\r\n--XyZ--\r\n";
+        assert_eq!(in_body(&mp, &[Kind::Multipart], file).await, None);
     }
 
     #[tokio::test]
