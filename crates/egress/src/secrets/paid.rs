@@ -3,9 +3,10 @@
 //! [`crate::proxy::TERMINATED_COST`] pays for, each bounded by
 //! [`super::BUFFER_LIMIT`]), paid from the proxy's pool for large buffers
 //! ([`super::Terminator::decode_memory`], in KiB) for as long as it is
-//! held: each request's own cost while it is in the terminator (its head
-//! and the copy substituted from it, and the pieces of its body in hand
-//! between stages, [`request_cost`]); the start of a body read to decide
+//! held: each request's own cost until it and its answer are done (its
+//! head and the copy substituted from it, and the pieces of its body, and
+//! of its answer's as it is scrubbed, in hand between stages,
+//! [`request_cost`]); the start of a body read to decide
 //! it or to scan it (`ruled`, `outbound`); a body read whole to substitute
 //! in it ([`substituted`]).
 //!
@@ -27,9 +28,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// What every request costs on top of its head, in bytes, for as long as
-/// it is in the terminator: the body's pieces in hand between its stages
-/// (a frame read and not yet passed on, at most a read buffer's
+/// What every request costs on top of its head, in bytes, until it and
+/// its answer are done: the pieces of a body in hand between stages (a
+/// frame read and not yet passed on, at most a read buffer's
 /// [`BUFFER_LIMIT`]; the last [`warden_detect::OVERLAP`] bytes the
 /// credential scan holds back; the rewriter's tail).
 pub(super) const REQUEST_SLACK: usize = BUFFER_LIMIT + warden_detect::OVERLAP + 16 * 1024;
@@ -103,14 +104,15 @@ pub(super) fn request_cost(parts: &http::request::Parts) -> usize {
 }
 
 /// A body that holds its request's [`Bill`] for as long as it lives
-/// (until its last frame is sent, or the exchange is cut).
+/// (until its last frame is passed on, or the exchange is cut): the
+/// request's body and its answer's share one.
 pub(super) struct Held {
     inner: OutBody,
-    _bill: Bill,
+    _bill: Arc<Bill>,
 }
 
 impl Held {
-    pub(super) fn new(inner: OutBody, bill: Bill) -> Held {
+    pub(super) fn new(inner: OutBody, bill: Arc<Bill>) -> Held {
         Held { inner, _bill: bill }
     }
 }
@@ -231,6 +233,22 @@ mod tests {
         assert!(Bill::of(&pool, 1).is_err());
         drop(a);
         assert_eq!(pool.available_permits(), 100);
+    }
+
+    /// A request's bill is given back only once both its body and its
+    /// answer's are done, whichever ends first.
+    #[tokio::test]
+    async fn a_requests_bill_is_held_until_its_body_and_its_answer_are_both_done() {
+        let pool = Arc::new(Semaphore::new(200));
+        let bill = Arc::new(Bill::of(&pool, REQUEST_SLACK).unwrap());
+        let held = pool.available_permits();
+        assert_eq!(held, 200 - REQUEST_SLACK / 1024);
+        let request = Held::new(body_of(&[b"up"]), bill.clone());
+        let answer = Held::new(body_of(&[b"down"]), bill);
+        assert_eq!(request.collect().await.unwrap().to_bytes(), "up");
+        assert_eq!(pool.available_permits(), held, "the answer still holds it");
+        assert_eq!(answer.collect().await.unwrap().to_bytes(), "down");
+        assert_eq!(pool.available_permits(), 200);
     }
 
     fn body_of(pieces: &[&'static [u8]]) -> OutBody {

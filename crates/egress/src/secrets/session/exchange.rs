@@ -94,7 +94,10 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     let target = substituted_target(s, &parts, path, &mut substituted)?;
     let mut headers = substituted_headers(s, &parts, &mut substituted)?;
     let body = substituted_body(s, &parts, body, &mut headers, &mut substituted).await?;
-    let body = paid::Held::new(body, bill).boxed();
+    // Given back once both the body that goes upstream and the answer
+    // that comes back (scrubbed as it streams) are done.
+    let bill = Arc::new(bill);
+    let body = paid::Held::new(body, bill.clone()).boxed();
     substituted.sort_unstable();
     substituted.dedup();
     for i in &substituted {
@@ -113,7 +116,9 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         target,
         body,
     };
-    let response = forward(s, upstream, request).await?;
+    let response = forward(s, upstream, request)
+        .await?
+        .map(|b| paid::Held::new(b, bill).boxed());
     // An allowed request is recorded with its bytes once its answer is
     // relayed.
     Ok(match tally {
