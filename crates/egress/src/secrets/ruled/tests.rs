@@ -300,3 +300,58 @@ async fn an_http2_connection_carries_one_allowed_and_one_refused_stream() {
     assert_eq!(b.headers()["x-warden-reason"], "no_request_rule");
     assert_eq!(rig.seen(), ["GET /repos/a"]);
 }
+
+/// A body the request rules must read (a JSON-RPC call) while the proxy's
+/// memory budget has no room for its start: refused at once with a 503
+/// naming the budget and recorded, never decided as unreadable nor held
+/// waiting, and nothing of it reaches the upstream; once the budget has
+/// room, the same call goes, and everything paid is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_budget_cannot_pay_to_read_is_refused_at_once_and_never_reaches_the_upstream() {
+    let rig = rig(&[(
+        RequestAction::Allow,
+        "POST api.test:PORT/mcp rpc:tools/list",
+    )])
+    .await;
+    let pool = rig.term.decode_memory.clone();
+    let all = pool.available_permits();
+    // Room for the request's own cost (its head and 96 KiB), not for the
+    // 64 KiB start of its body.
+    let taken = pool
+        .clone()
+        .try_acquire_many_owned((all - 120) as u32)
+        .unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: HOST\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{call}",
+        call.len()
+    );
+    let answer = rig.raw(&req).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("x-warden-reason: memory_budget"),
+        "{answer}"
+    );
+    assert!(answer.contains("read the start of its body"), "{answer}");
+    assert_eq!(rig.seen(), Vec::<String>::new());
+    let d = rig.decisions.lock().unwrap().clone();
+    assert!(
+        d.iter().any(
+            |d| !d.allowed && d.reason.as_ref().map(|c| c.reason) == Some(Reason::MemoryBudget)
+        ),
+        "{d:?}"
+    );
+    drop(taken);
+    let answer = rig.raw(&req).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(rig.seen(), ["POST /mcp"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while pool.available_permits() != all && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        pool.available_permits(),
+        all,
+        "everything paid is given back"
+    );
+}
