@@ -76,6 +76,7 @@ mod reasons;
 mod redaction_daemon;
 mod relay;
 mod requests;
+mod review11_attacks;
 mod review2_attacks;
 mod rootless_limits;
 mod second_week;

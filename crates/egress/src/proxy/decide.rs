@@ -136,8 +136,15 @@ pub(super) async fn verdict(
     // are decided on the name they carry, as everywhere.
     // In ask mode, a name on no list may be put to a person as well.
     // (The name looked up once, above.)
-    let by_address: Option<(String, Option<(String, bool)>)> =
-        addressed.as_ref().and_then(|name| {
+    // A name the terminator serves is the exception: it is reached
+    // through its ClientHello alone, waited for as any first bytes are.
+    let terminated_addr = addressed
+        .as_ref()
+        .is_some_and(|name| must_terminate(shared, name, port));
+    let by_address: Option<(String, Option<(String, bool)>)> = (!terminated_addr)
+        .then_some(addressed.as_ref())
+        .flatten()
+        .and_then(|name| {
             let matcher = shared.matcher();
             match matcher.allows(name, port) {
                 Some(m) => m.rule.port.map(|_| {
@@ -154,8 +161,16 @@ pub(super) async fn verdict(
     };
     let first = read_first_bytes(conn, buf, wait, port).await;
     let other = speaks_other(&first, buf, port);
-    let (protocol, verdict) = match (first, by_address) {
-        (_, Some((name, Some((rule, owner))))) if other => (
+    // Bytes that are not TLS, to a name the terminator serves.
+    let unserved = addressed
+        .as_deref()
+        .filter(|_| terminated_addr && other && !buf.is_empty())
+        .and_then(|name| unterminated(shared, buf, Protocol::Tcp, name, port));
+    let (protocol, verdict) = match (first, by_address, unserved) {
+        (_, _, Some((reason, why))) => {
+            (Protocol::Tcp, denied(addressed.clone(), reason, why, false))
+        }
+        (_, Some((name, Some((rule, owner)))), _) if other => (
             Protocol::Tcp,
             Verdict::Allow {
                 name,
@@ -166,9 +181,9 @@ pub(super) async fn verdict(
                 reason: Reason::Allowed,
             },
         ),
-        (_, Some((name, None))) if other => (Protocol::Tcp, not_allowed(name, port, false)),
-        (Ok(first), _) => decide(first, port, shared),
-        (Err(why), _) => (
+        (_, Some((name, None)), _) if other => (Protocol::Tcp, not_allowed(name, port, false)),
+        (Ok(first), _, _) => decide(first, port, shared),
+        (Err(why), _, _) => (
             Protocol::Tcp,
             denied(addressed.clone(), Reason::SaidNothing, why, false),
         ),
@@ -234,6 +249,21 @@ pub(super) async fn verdict(
         }
         (v, _) => v,
     };
+    // A name the terminator serves, reached other than by a ClientHello
+    // naming it (plain HTTP to it): refused before it is connected.
+    let unserved = match &verdict {
+        Verdict::Allow {
+            name,
+            port: to_port,
+            tunnel: false,
+            ..
+        } => unterminated(shared, buf, protocol, name, *to_port).map(|r| (name.clone(), r)),
+        _ => None,
+    };
+    let verdict = match unserved {
+        Some((name, (reason, why))) => denied(Some(name), reason, why, protocol == Protocol::Http),
+        None => verdict,
+    };
     // An allowed CONNECT is answered by `relay` once its upstream is
     // connected; what the client then sends through the tunnel is judged
     // by [`tunnel`].
@@ -252,10 +282,14 @@ pub(super) async fn tunnel(
     to_port: u16,
     shared: &Arc<Shared>,
 ) -> (Protocol, Verdict) {
-    let explicit = shared
-        .matcher()
-        .allows(&name, to_port)
-        .is_some_and(|m| m.rule.port.is_some());
+    // A name the terminator serves takes only TLS naming it, whatever its
+    // entry: nothing else is waited for, and other bytes are refused.
+    let terminated = must_terminate(shared, &name, to_port);
+    let explicit = !terminated
+        && shared
+            .matcher()
+            .allows(&name, to_port)
+            .is_some_and(|m| m.rule.port.is_some());
     let wait = if explicit {
         SERVER_FIRST_WAIT
     } else {
@@ -288,10 +322,23 @@ pub(super) async fn tunnel(
             },
         )
     };
+    let refused = |buf: &[u8]| {
+        unterminated(shared, buf, Protocol::Connect, &name, to_port).map(|(reason, why)| {
+            deny(
+                format!("inside the CONNECT tunnel: {why}"),
+                Cause::new(reason),
+            )
+        })
+    };
     if explicit && other {
         allow(rule)
+    } else if let Some(refusal) = (terminated && other && !buf.is_empty())
+        .then(|| refused(buf))
+        .flatten()
+    {
+        refusal
     } else {
-        match inner.map(|first| decide(first, to_port, shared)) {
+        let judged = match inner.map(|first| decide(first, to_port, shared)) {
             Err(why) => deny(
                 format!("inside the CONNECT tunnel: {why}"),
                 Cause::new(Reason::SaidNothing),
@@ -337,8 +384,75 @@ pub(super) async fn tunnel(
             Ok((_, Verdict::Deny { why, cause, .. } | Verdict::Refuse { why, cause, .. })) => {
                 deny(format!("inside the CONNECT tunnel: {why}"), cause)
             }
+        };
+        // Allowed, and not TLS naming a name the terminator serves (plain
+        // HTTP through the tunnel): refused all the same.
+        match judged {
+            (_, Verdict::Allow { .. }) => refused(buf).unwrap_or(judged),
+            other => other,
         }
     }
+}
+
+/// Whether `name:port` is reached only through the terminator: a
+/// secret's host or a name with request rules (with no terminator, such a
+/// name is not reached at all).
+fn must_terminate(shared: &Shared, name: &str, port: u16) -> bool {
+    match shared.terminator.as_ref() {
+        Some(t) => t.terminates(name, port),
+        None => shared.request_rules.covers(name, port),
+    }
+}
+
+/// Why an allowed connection to `name:port` (its first bytes `buf`, read
+/// as `protocol`) may not go on: the name is one the terminator serves
+/// (a secret's host, a name with request rules) and the connection is not
+/// a TLS ClientHello naming it. Silence, other bytes, plain HTTP, or a
+/// CONNECT's tunnel carrying any of them would reach the name with no
+/// request decided, no placeholder put in and no real value taken out of
+/// what comes back. A name with request rules and no terminator to apply
+/// them is refused too.
+pub(super) fn unterminated(
+    shared: &Shared,
+    buf: &[u8],
+    protocol: Protocol,
+    name: &str,
+    port: u16,
+) -> Option<(Reason, String)> {
+    let Some(t) = shared.terminator.as_ref() else {
+        // Rules with no terminator to apply them (a backend that did not
+        // make one): the name is refused, never passed through unruled.
+        return shared.request_rules.covers(name, port).then(|| {
+            (
+                Reason::RequestRulesNeedTls,
+                format!("{name} on port {port} has request rules, and this sandbox has no TLS terminator to apply them"),
+            )
+        });
+    };
+    if !t.terminates(name, port) {
+        return None;
+    }
+    let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
+        && matches!(crate::tls::peek(buf), ClientHello::Sni(ref sni) if sni == name);
+    if tls {
+        return None;
+    }
+    let how = match protocol {
+        Protocol::Http => "plain HTTP",
+        Protocol::Connect => "a CONNECT tunnel that does not carry TLS naming it",
+        _ => "a connection that is not TLS naming it (silent, or other bytes)",
+    };
+    Some(if t.rules_requests(name, port) {
+        (
+            Reason::RequestRulesNeedTls,
+            format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request): refused {how}"),
+        )
+    } else {
+        (
+            Reason::SecretNeedsTls,
+            format!("{name} on port {port} is a secret's host, reached only over TLS the proxy terminates: refused {how}"),
+        )
+    })
 }
 
 /// Why an allowed connection is refused all the same, before it is

@@ -19,7 +19,8 @@ use super::decide::{self, admit, Refusal, Verdict};
 use super::{live, Arrival, Shared};
 use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::http::parse_request_head;
-use carry::{relay_plain, relay_terminated, terminated, Ended, Terminate};
+use carry::{relay_plain, relay_terminated, shares_address, terminated, Ended, Terminate};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -165,6 +166,19 @@ async fn connect_allowed(
             return;
         }
     };
+    // Where a terminated name is served (its pinned address, or the host
+    // itself), another name is not let in unterminated: refused before it
+    // is connected when where it leads is known (see `carry`).
+    if let Some(why) = known_destination(shared, &a)
+        .and_then(|ip| shares_address(shared, &a.name, SocketAddr::new(ip, a.port)))
+    {
+        let answer = (protocol == Protocol::Http || a.tunnel)
+            .then(|| forbidden(Reason::TerminatedAddress, &format!("denied: {why}")));
+        decision.detail = why;
+        decision.reason = Some(Cause::new(Reason::TerminatedAddress));
+        refused(conn, answer, decision, at, shared).await;
+        return;
+    }
     // A CONNECT is not answered yet: its tunnel opens only once the
     // upstream is connected (as squid does), so that a refusal is a status
     // the client can show, not a broken handshake.
@@ -238,7 +252,7 @@ async fn connect_allowed(
         registration,
         shared,
     };
-    match terminated(shared, &buf, protocol, &a.name, a.port) {
+    match terminated(shared, &buf, protocol, &a.name, (a.port, addr)) {
         Terminate::No => relay_plain(conn, buf, upstream, decision, ended).await,
         Terminate::Yes(t, _permit) => {
             relay_terminated(conn, buf, upstream, t, decision, ended).await;
@@ -251,6 +265,20 @@ async fn connect_allowed(
             decision.reason = Some(Cause::new(reason));
             refused(conn, answer, decision, at, shared).await;
         }
+    }
+}
+
+/// The address an allowed connection will be connected to, when it is
+/// known before connecting: the owner's pinned address, or the host's
+/// loopback for a host port (see `upstream`). A resolved name's is known
+/// once connected.
+fn known_destination(shared: &Shared, a: &Allowed) -> Option<IpAddr> {
+    match shared.hosts.get(&a.name) {
+        Some(ip) if a.owner => Some(*ip),
+        None if shared.is_host_service(&a.name, a.port) => {
+            Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+        }
+        _ => None,
     }
 }
 

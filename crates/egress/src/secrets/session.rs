@@ -13,6 +13,7 @@
 //! value.
 
 mod exchange;
+mod misplaced;
 mod scrub;
 
 use super::rewrite::{Blocked, Patterns, Place, Violation};

@@ -12,6 +12,7 @@ use super::cut_why;
 use crate::decision::{Decision, Protocol, Reason};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -32,44 +33,39 @@ pub(super) enum Terminate {
         Arc<crate::secrets::Terminator>,
         tokio::sync::OwnedSemaphorePermit,
     ),
-    /// It must be and cannot: a name with request rules reached other than
-    /// over TLS, or no room in the budget.
+    /// It must be and cannot: a name the terminator serves reached other
+    /// than by TLS naming it, another name leading to where such a name is
+    /// served, or no room in the budget.
     Refused(Reason, String),
 }
 
 /// TLS with a server name to a name that has secrets or request rules is
 /// terminated, and costs the budget more for as long as it is open
-/// (refused when it cannot pay). A name with request rules is reached
-/// through the terminator or not at all: plain HTTP or another protocol
-/// would carry requests no rule saw.
+/// (refused when it cannot pay). Such a name is reached through the
+/// terminator or not at all (see `decide::unterminated`): checked
+/// again here, after the upstream is connected, beside whether the name
+/// leads where a terminated name is served. `to` is the address
+/// the upstream was connected to.
 pub(super) fn terminated(
     shared: &Arc<Shared>,
     buf: &[u8],
     protocol: Protocol,
     name: &str,
-    port: u16,
+    (port, to): (u16, SocketAddr),
 ) -> Terminate {
+    if let Some((reason, why)) =
+        super::super::decide::unterminated(shared, buf, protocol, name, port)
+    {
+        return Terminate::Refused(reason, why);
+    }
     let Some(t) = shared.terminator.clone() else {
-        // Rules with no terminator to apply them (a backend that did not
-        // make one): the name is refused, never passed through unruled.
-        if shared.request_rules.covers(name, port) {
-            return Terminate::Refused(
-                Reason::RequestRulesNeedTls,
-                format!("{name} on port {port} has request rules, and this sandbox has no TLS terminator to apply them"),
-            );
-        }
         return Terminate::No;
     };
-    let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
-        && matches!(tls::peek(buf), ClientHello::Sni(_));
-    if !tls || !t.terminates(name, port) {
-        if t.rules_requests(name, port) {
-            return Terminate::Refused(
-                Reason::RequestRulesNeedTls,
-                format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request)"),
-            );
-        }
-        return Terminate::No;
+    if !t.terminates(name, port) {
+        return match shares_address(shared, name, to) {
+            Some(why) => Terminate::Refused(Reason::TerminatedAddress, why),
+            None => Terminate::No,
+        };
     }
     match shared
         .connection_memory
@@ -85,6 +81,44 @@ pub(super) fn terminated(
             ),
         ),
     }
+}
+
+/// A name the terminator serves whose owner-pinned address is `to` (or,
+/// both being the host itself, its loopback or own addresses: a host port
+/// and a name pinned to the host reach the same listeners), when the
+/// connection to `name` is not terminated: its bytes would reach that
+/// name's server unterminated, under another name. Only pinned addresses
+/// are known for certain; a name the host resolves is not compared (see
+/// the threat model).
+pub(super) fn shares_address(shared: &Shared, name: &str, to: SocketAddr) -> Option<String> {
+    let port = to.port();
+    let t = shared.terminator.as_ref()?;
+    if t.terminates(name, port) {
+        return None;
+    }
+    let mut pinned = shared
+        .hosts
+        .iter()
+        .filter(|(other, _)| other.as_str() != name && t.terminates(other, port));
+    let to_ip = to.ip().to_canonical();
+    // Read only when some terminated name is pinned on this port.
+    let mut own: Option<Option<Arc<[IpAddr]>>> = None;
+    let mut host_itself = |ip: IpAddr| {
+        ip.is_loopback()
+            || own
+                .get_or_insert_with(|| shared.own_addresses().ok())
+                .as_ref()
+                // Unknown own addresses: taken to include it (fail closed).
+                .is_none_or(|o| o.contains(&ip))
+    };
+    pinned
+        .find(|(_, ip)| {
+            let ip = ip.to_canonical();
+            ip == to_ip || (host_itself(ip) && host_itself(to_ip))
+        })
+        .map(|(other, ip)| {
+            format!("{name} leads to {to}, where {other} (pinned to {ip}) is served; {other} on port {port} is reached only through the proxy's TLS terminator")
+        })
 }
 
 /// Serve an allowed connection through the terminator until it ends (or

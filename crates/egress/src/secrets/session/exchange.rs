@@ -78,6 +78,7 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
             format!("warden: {why}\n"),
         ));
     }
+    super::misplaced::check(s, &parts)?;
     let websocket = upgrade::is_websocket(&parts);
     if websocket {
         if let Some((cause, why)) = refusal(s) {
@@ -135,6 +136,9 @@ async fn upgraded(
     (mut headers, target, body): (http::HeaderMap, String, OutBody),
     tally: Option<ruled::Tally>,
 ) -> Result<Response<OutBody>, Answer> {
+    // The relay's own buffers, paid for as long as it runs.
+    let bill = Bill::of(&s.term.decode_memory, paid::UPGRADE_COST)
+        .map_err(|u| unpaid(s, &parts, "relay a WebSocket", &u))?;
     let client = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let uri = target.parse::<http::Uri>().map_err(|_| bad_target())?;
     if let Ok(v) = http::HeaderValue::from_str(&forwarded_authority(&s.name, s.port)) {
@@ -177,7 +181,16 @@ async fn upgraded(
         .await
         .map_err(failed)?;
     // The session waits for the relay (within its idle timeout) and stops
-    // it when it ends.
+    // it when it ends; the relay's bill is given back when it ends or is
+    // stopped.
+    let task = task.map(|task| {
+        let relay = Stopped(task);
+        tokio::spawn(async move {
+            let mut relay = relay;
+            let _ = (&mut relay.0).await;
+            drop(bill);
+        })
+    });
     if let (Some(task), Ok(mut u)) = (task, s.upgraded.lock()) {
         *u = Some(Stopped(task));
     }

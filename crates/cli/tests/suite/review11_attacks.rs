@@ -1,0 +1,309 @@
+//! Attacks of the eleventh outside review on the secret terminator, each
+//! through the real binary against a recording server on the host's
+//! loopback: a secret's host reached without the terminator (silent until
+//! the proxy gives up on a ClientHello, other bytes, plain HTTP, a CONNECT
+//! tunnel carrying any of them, another name or a host port leading to the
+//! same server), and a placeholder where nothing is substituted or scanned
+//! (a header's name, the method). What the server recorded must show that
+//! nothing arrived, and the sandbox must never see the real value the
+//! server answers with.
+
+use crate::common::tcp::{Upstream, PY_HELLO};
+use crate::common::upstream::{RawUpstream, TestCa};
+use crate::common::*;
+use std::process::{Command, Stdio};
+
+const HOST: &str = "x.review11.test";
+
+/// A value that looks like a real token and occurs nowhere by chance.
+fn token() -> String {
+    format!("ghp_R11{}Zz", unique("tok").replace('-', "x"))
+}
+
+/// A recording TCP server that answers every connection with an HTTP
+/// response carrying `value`: what a server storing the secret would send
+/// back to whoever asks it.
+fn leaky_server(value: &str) -> Upstream {
+    let body = format!("stored={value}\n");
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    Upstream::start(Box::leak(reply.into_bytes().into_boxed_slice()))
+}
+
+/// `warden run` of a Python script with `TOKEN` a secret for `HOST:port`
+/// (pinned to the host's loopback), `args` more, its events in `events`.
+fn run_python(
+    value: &str,
+    port: u16,
+    args: &[String],
+    events: &std::path::Path,
+    script: &str,
+) -> std::process::Output {
+    Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{port}"))
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .arg("--json-events")
+        .arg(events)
+        .args(args)
+        .args(["--", "python3", "-c", script])
+        .env("TOKEN", value)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Python inside the sandbox: `talk(sock, data, pause)` sends `data`
+/// (after `pause` seconds of silence) and returns all it gets back, and
+/// `tunnel(name, port)` opens a CONNECT through the proxy warden sets.
+const PY_TALK: &str = r#"import os, socket, time
+phost, pport = os.environ['HTTPS_PROXY'].rsplit('/', 1)[1].split(':')
+def talk(s, data, pause=0):
+    out = b''
+    try:
+        if pause: time.sleep(pause)
+        s.sendall(data); s.settimeout(15)
+        while True:
+            b = s.recv(4096)
+            if not b: break
+            out += b
+        return out
+    except OSError as e:
+        return ('error', e.errno, out)
+def tunnel(name, port):
+    s = socket.create_connection((phost, int(pport)), timeout=15)
+    s.sendall(f'CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n'.encode())
+    return s, s.recv(200)
+"#;
+
+/// The connection decisions refused with `code`.
+fn refused_with(events: &std::path::Path, code: &str) -> Vec<serde_json::Value> {
+    crate::common::events(events)
+        .into_iter()
+        .filter(|e| e["event"] == "connection" && e["allowed"] == false)
+        .filter(|e| e["reason"]["code"] == code)
+        .collect()
+}
+
+#[test]
+fn a_secrets_host_is_reached_only_through_tls_naming_it_whatever_else_is_sent() {
+    if !egress_available() {
+        return;
+    }
+    let value = token();
+    let up = leaky_server(&value);
+    let port = up.port;
+    let dir = TempDir::new("r11-unterminated");
+    let ev = dir.path().join("events.jsonl");
+    // Each way bytes could reach the secret's host without the terminator:
+    // silent past the wait for a server that speaks first, bytes that are
+    // not TLS, plain HTTP by address and through the explicit proxy, and a
+    // CONNECT tunnel carrying other bytes, silence or plain HTTP.
+    let script = format!(
+        r#"{PY_TALK}
+H, P = '{HOST}', {port}
+def direct(): return socket.create_connection((H, P), timeout=15)
+print('silent', talk(direct(), b'\x00SILENT-PROBE\r\n', 0.7))
+print('raw', talk(direct(), b'\x00RAW-PROBE\r\n'))
+print('http', talk(direct(), f'GET /PLAIN-PROBE HTTP/1.1\r\nHost: {{H}}:{{P}}\r\n\r\n'.encode()))
+s = socket.create_connection((phost, int(pport)), timeout=15)
+print('proxy-http', talk(s, f'GET http://{{H}}:{{P}}/ABSOLUTE-PROBE HTTP/1.1\r\nHost: {{H}}:{{P}}\r\n\r\n'.encode()))
+s, head = tunnel(H, P); print('connect-raw', head, talk(s, b'\x00TUNNEL-PROBE\r\n'))
+s, head = tunnel(H, P); print('connect-silent', head, talk(s, b'\x00TUNNEL-SILENT-PROBE\r\n', 0.7))
+s, head = tunnel(H, P); print('connect-http', head, talk(s, f'GET /TUNNEL-HTTP-PROBE HTTP/1.1\r\nHost: {{H}}:{{P}}\r\n\r\n'.encode()))
+"#
+    );
+    let out = run_python(&value, port, &["--allow-http".to_string()], &ev, &script);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{so}\n{se}");
+    for label in [
+        "silent",
+        "raw",
+        "http",
+        "proxy-http",
+        "connect-raw",
+        "connect-silent",
+        "connect-http",
+    ] {
+        assert!(
+            so.contains(&format!("{label} ")),
+            "{label} did not run: {so}\n{se}"
+        );
+    }
+    assert!(
+        !so.contains(&value),
+        "the real value reached the sandbox: {so}"
+    );
+    // Nothing of any attempt reached the server (a CONNECT's upstream is
+    // connected before its tunnel is judged: it sees an empty connection).
+    for c in up.connections() {
+        assert!(
+            c.is_empty(),
+            "the server got {:?}",
+            String::from_utf8_lossy(&c)
+        );
+    }
+    // Repeats of a decision may be counted rather than kept one by one:
+    // each way in (by address, plain HTTP, a tunnel) is there at least.
+    let refused = refused_with(&ev, "secret_needs_tls");
+    for protocol in ["tcp", "http", "connect"] {
+        assert!(
+            refused.iter().any(|e| e["protocol"] == protocol),
+            "no {protocol} refusal as secret_needs_tls: {refused:?}\n{so}"
+        );
+    }
+}
+
+#[test]
+fn another_name_or_a_host_port_leading_to_a_secrets_server_does_not_reach_it() {
+    if !egress_available() {
+        return;
+    }
+    let value = token();
+    let up = leaky_server(&value);
+    let port = up.port;
+    let dir = TempDir::new("r11-address");
+    let ev = dir.path().join("events.jsonl");
+    // `alias.review11.test` is pinned where the secret's host is, with an
+    // entry of its own for any protocol; the same port is open as a host
+    // port. Either would carry the sandbox's own TLS (or anything) to the
+    // secret's server, the terminator never in the way.
+    let script = format!(
+        r#"{PY_TALK}{PY_HELLO}
+A, P = 'alias.review11.test', {port}
+print('alias-raw', talk(socket.create_connection((A, P), timeout=15), b'\x00ALIAS-PROBE\r\n'))
+print('alias-tls-own-name', talk(socket.create_connection((A, P), timeout=15), hello(A)))
+print('host-port', talk(socket.create_connection(('host.warden.internal', P), timeout=15), b'\x00HOSTPORT-PROBE\r\n'))
+s, head = tunnel(A, P); print('alias-connect', head, talk(s, b'\x00ALIAS-TUNNEL-PROBE\r\n'))
+"#
+    );
+    let args: Vec<String> = [
+        "--add-host",
+        "alias.review11.test=127.0.0.1",
+        "--allow-domain",
+        &format!("alias.review11.test:{port}"),
+        "--allow-host-port",
+        &port.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = run_python(&value, port, &args, &ev, &script);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{so}\n{se}");
+    for label in [
+        "alias-raw",
+        "alias-tls-own-name",
+        "host-port",
+        "alias-connect",
+    ] {
+        assert!(
+            so.contains(&format!("{label} ")),
+            "{label} did not run: {so}\n{se}"
+        );
+    }
+    assert!(
+        !so.contains(&value),
+        "the real value reached the sandbox: {so}"
+    );
+    assert!(
+        up.connections().is_empty(),
+        "the server was connected to: {:?}",
+        up.connections()
+    );
+    let refused = refused_with(&ev, "terminated_address");
+    for (protocol, name) in [
+        ("tcp", "alias.review11.test"),
+        ("tls", "alias.review11.test"),
+        ("tcp", "host.warden.internal"),
+        ("connect", "alias.review11.test"),
+    ] {
+        assert!(
+            refused
+                .iter()
+                .any(|e| e["protocol"] == protocol && e["name"] == name),
+            "no {protocol} refusal of {name} as terminated_address: {refused:?}\n{so}"
+        );
+    }
+}
+
+#[test]
+fn a_placeholder_in_a_header_name_or_the_method_is_blocked_over_http1_and_http2() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = RawUpstream::start(&ca, &[HOST], |_| {
+        vec![b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n".to_vec()]
+    });
+    let port = up.port;
+    let dir = TempDir::new("r11-names");
+    let ev = dir.path().join("events.jsonl");
+    let url = format!("https://{HOST}:{port}");
+    // TOKEN is this host's secret, OTHER another host's: neither may stand
+    // in a header's name or as the method, in either protocol; the last
+    // request (the placeholder in a value) is the control.
+    let script = format!(
+        r#"c() {{ curl -sS --noproxy '*' -o /dev/null -w "$1 %{{http_code}}\n" "$@"; }}
+for v in --http1.1 --http2; do
+c "$v" -H "$TOKEN: 1" "{url}/own-name"
+c "$v" -H "x-$OTHER: 1" "{url}/other-name"
+c "$v" -H "X-Up-$TOKEN-Case: 1" "{url}/inner-name"
+c "$v" -X "$TOKEN" "{url}/method"
+c "$v" -H "X-Ok: $TOKEN" "{url}/control"
+done
+"#
+    );
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{port}"))
+        .args(["--secret", "OTHER@elsewhere.review11.test:443"])
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .arg("--json-events")
+        .arg(&ev)
+        .args(["--", "sh", "-c", &script])
+        .env("TOKEN", token())
+        .env("OTHER", token())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (so, se) = (stdout(&out), stderr(&out));
+    let lines: Vec<&str> = so.lines().collect();
+    assert_eq!(lines.len(), 10, "{so}\n{se}");
+    for (i, line) in lines.iter().enumerate() {
+        let want = if i % 5 == 4 { "200" } else { "403" };
+        assert!(line.ends_with(want), "request {i}: {line}\n{so}\n{se}");
+    }
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for r in &seen {
+        assert_eq!(r.target, "/control", "{r:?}");
+        assert!(
+            r.headers
+                .iter()
+                .all(|(k, _)| !k.to_ascii_lowercase().contains("warden-secret-")),
+            "{r:?}"
+        );
+    }
+    // Recorded as the secret's blocked decisions, in both places (repeats
+    // of a decision may be counted rather than kept one by one).
+    let blocked: Vec<String> = crate::common::events(&ev)
+        .into_iter()
+        .filter(|e| e["event"] == "secret" && e["action"] == "blocked")
+        .map(|e| e["detail"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for (secret, place) in [
+        ("TOKEN", "in a header name"),
+        ("OTHER", "in a header name"),
+        ("TOKEN", "in the method"),
+    ] {
+        let want = format!("the placeholder of secret {secret} {place}");
+        assert!(
+            blocked.iter().any(|d| d.contains(&want)),
+            "no block of {want}: {blocked:?}"
+        );
+    }
+}
