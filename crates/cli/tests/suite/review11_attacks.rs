@@ -230,6 +230,86 @@ s, head = tunnel(A, P); print('alias-connect', head, talk(s, b'\x00ALIAS-TUNNEL-
 }
 
 #[test]
+fn a_name_with_request_rules_is_reached_only_through_tls_naming_it_by_any_name() {
+    if !egress_available() {
+        return;
+    }
+    let value = token();
+    let up = leaky_server(&value);
+    let port = up.port;
+    let dir = TempDir::new("r11-rules");
+    let ev = dir.path().join("events.jsonl");
+    // No secret: request rules alone make the name one the terminator
+    // serves, and its entry, an alias pinned where it is and a host port
+    // must not carry requests no rule saw.
+    let script = format!(
+        r#"{PY_TALK}{PY_HELLO}
+H, A, P = '{HOST}', 'alias.review11.test', {port}
+print('silent', talk(socket.create_connection((H, P), timeout=15), b'\x00SILENT-PROBE\r\n', 0.7))
+print('http', talk(socket.create_connection((H, P), timeout=15), f'DELETE /RULES-PROBE HTTP/1.1\r\nHost: {{H}}:{{P}}\r\n\r\n'.encode()))
+s, head = tunnel(H, P); print('connect-raw', head, talk(s, b'\x00TUNNEL-PROBE\r\n'))
+print('alias-raw', talk(socket.create_connection((A, P), timeout=15), b'\x00ALIAS-PROBE\r\n'))
+print('alias-tls-own-name', talk(socket.create_connection((A, P), timeout=15), hello(A)))
+print('host-port', talk(socket.create_connection(('host.warden.internal', P), timeout=15), b'\x00HOSTPORT-PROBE\r\n'))
+"#
+    );
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--allow-http"])
+        .args(["--allow-request", &format!("GET {HOST}:{port}/**")])
+        .args(["--allow-domain", &format!("{HOST}:{port}")])
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--add-host", "alias.review11.test=127.0.0.1"])
+        .args(["--allow-domain", &format!("alias.review11.test:{port}")])
+        .args(["--allow-host-port", &port.to_string()])
+        .arg("--json-events")
+        .arg(&ev)
+        .args(["--", "python3", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{so}\n{se}");
+    for label in [
+        "silent",
+        "http",
+        "connect-raw",
+        "alias-raw",
+        "alias-tls-own-name",
+        "host-port",
+    ] {
+        assert!(
+            so.contains(&format!("{label} ")),
+            "{label} did not run: {so}\n{se}"
+        );
+    }
+    assert!(
+        !so.contains(&value),
+        "the server's answer reached the sandbox: {so}"
+    );
+    for c in up.connections() {
+        assert!(
+            c.is_empty(),
+            "the server got {:?}",
+            String::from_utf8_lossy(&c)
+        );
+    }
+    let rules = refused_with(&ev, "request_rules_need_tls");
+    for protocol in ["tcp", "http", "connect"] {
+        assert!(
+            rules.iter().any(|e| e["protocol"] == protocol),
+            "no {protocol} refusal as request_rules_need_tls: {rules:?}\n{so}"
+        );
+    }
+    let address = refused_with(&ev, "terminated_address");
+    for name in ["alias.review11.test", "host.warden.internal"] {
+        assert!(
+            address.iter().any(|e| e["name"] == name),
+            "no refusal of {name} as terminated_address: {address:?}\n{so}"
+        );
+    }
+}
+
+#[test]
 fn a_placeholder_in_a_header_name_or_the_method_is_blocked_over_http1_and_http2() {
     if !egress_available() {
         return;
