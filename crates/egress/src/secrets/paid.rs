@@ -6,9 +6,9 @@
 //! held: each request's own cost until it and its answer are done (its
 //! head and the copy substituted from it, and the pieces of its body, and
 //! of its answer's as it is scrubbed, in hand between stages,
-//! [`request_cost`]); the start of a body read to decide
-//! it or to scan it (`ruled`, `outbound`); a body read whole to substitute
-//! in it ([`substituted`]).
+//! [`request_cost`]); the start of a body read to decide it or to scan it
+//! (`ruled`, `outbound`); a body read whole to substitute in it
+//! ([`substituted`]); a WebSocket's relay ([`UPGRADE_COST`]).
 //!
 //! What the pool cannot pay for now is refused at once: it is never
 //! waited for (the bytes would be held unpaid meanwhile, and a sandbox
@@ -34,6 +34,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// [`BUFFER_LIMIT`]; the last [`warden_detect::OVERLAP`] bytes the
 /// credential scan holds back; the rewriter's tail).
 pub(super) const REQUEST_SLACK: usize = BUFFER_LIMIT + warden_detect::OVERLAP + 16 * 1024;
+
+/// What a WebSocket's relay holds beyond its connection's fixed buffers,
+/// in bytes, for as long as it runs: the TLS buffers of its own upstream
+/// connection (each way), the HTTP/1.1 buffer its upgrade is read
+/// through, and the two copy buffers.
+pub(super) const UPGRADE_COST: usize = 3 * BUFFER_LIMIT + 16 * 1024;
 
 /// The pool could not pay for `0` KiB more now.
 #[derive(Debug, thiserror::Error)]

@@ -355,3 +355,35 @@ async fn a_body_the_budget_cannot_pay_to_read_is_refused_at_once_and_never_reach
         "everything paid is given back"
     );
 }
+
+/// A WebSocket's upgrade while the proxy's memory budget has no room for
+/// its relay's buffers: refused at once with a 503 naming the budget,
+/// recorded, and the upgrade never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_the_budget_cannot_pay_to_relay_is_refused_before_its_upgrade_goes_upstream() {
+    let rig = rig(&[(RequestAction::Allow, "GET api.test:PORT/ws")]).await;
+    let pool = rig.term.decode_memory.clone();
+    let all = pool.available_permits();
+    // Room for the request's own cost, not for the relay's.
+    let _taken = pool
+        .clone()
+        .try_acquire_many_owned((all - 150) as u32)
+        .unwrap();
+    let answer = rig
+        .raw("GET /ws HTTP/1.1\r\nHost: HOST\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("x-warden-reason: memory_budget"),
+        "{answer}"
+    );
+    assert!(answer.contains("relay a WebSocket"), "{answer}");
+    assert_eq!(rig.seen(), Vec::<String>::new());
+    let d = rig.decisions.lock().unwrap().clone();
+    assert!(
+        d.iter().any(
+            |d| !d.allowed && d.reason.as_ref().map(|c| c.reason) == Some(Reason::MemoryBudget)
+        ),
+        "{d:?}"
+    );
+}
