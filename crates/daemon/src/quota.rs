@@ -60,6 +60,9 @@ use crate::error::{chain, spec_pointer, ApiError};
 use crate::reserved::Tally;
 use crate::settings::Quotas;
 
+mod start;
+pub(crate) use start::may_start;
+
 /// Sandboxes a token may have at once when nothing says otherwise.
 const DEFAULT_SANDBOXES: u64 = 16;
 /// How many default sandboxes a token's memory and disk quotas hold
@@ -71,13 +74,15 @@ const DEFAULT_SHARE: u64 = 8;
 struct Bounds {
     sandboxes: u64,
     memory: u64,
+    pids: u64,
     disk: u64,
 }
 
 impl Quotas {
-    /// What `token` is held to, on a host whose sandboxes get `memory`
-    /// by default.
-    fn for_token(&self, memory: u64, token: &TokenRow) -> Bounds {
+    /// What `token` is held to, on a host whose sandboxes get
+    /// `defaults` when they ask nothing.
+    fn for_token(&self, defaults: &warden_policy::Defaults, token: &TokenRow) -> Bounds {
+        let memory = defaults.memory;
         Bounds {
             sandboxes: token
                 .max_sandboxes
@@ -87,6 +92,12 @@ impl Quotas {
                 .max_memory
                 .or(self.memory)
                 .unwrap_or(memory.saturating_mul(DEFAULT_SHARE)),
+            // Not raised by a token's own --max-sandboxes: a token let
+            // have more sandboxes still holds at most this many of the
+            // host's processes.
+            pids: self
+                .pids
+                .unwrap_or(defaults.pids.saturating_mul(DEFAULT_SANDBOXES)),
             disk: self
                 .disk
                 .unwrap_or(default_disk(memory).saturating_mul(DEFAULT_SHARE)),
@@ -122,6 +133,11 @@ fn held_of(sb: &Sandbox) -> u64 {
     stored_spec(sb).map_or(0, |spec| memory_held(&spec))
 }
 
+/// The processes and threads a sandbox's cgroup may hold.
+fn pids_of(sb: &Sandbox) -> u64 {
+    stored_spec(sb).map_or(0, |spec| spec.resources.pids.value)
+}
+
 /// The host memory a sandbox may hold: what its backend's cgroup allows
 /// (`warden_runtime::backend::memory_held`): its limit, for gVisor runsc's
 /// sentry and gofer beside it, for a VM the guest's RAM (which is not the
@@ -152,8 +168,15 @@ fn host_disk_of(sb: &Sandbox) -> u64 {
 
 /// The most `field` a token's sandbox may be given: the host's default,
 /// or more where a profile of the owner's that the request names sets
-/// more (the trust rule already holds a caller's value under it).
-fn ceiling(app: &App, field: Field, host: u64, profiles: &[String]) -> u64 {
+/// more (the trust rule already holds a caller's value under it). `read`
+/// reads the field's value out of a profile (a size or a count).
+fn ceiling(
+    app: &App,
+    field: Field,
+    host: u64,
+    profiles: &[String],
+    read: fn(&warden_policy::compose::Layer, Field) -> Option<u64>,
+) -> u64 {
     profiles
         .iter()
         .filter_map(|name| {
@@ -164,7 +187,7 @@ fn ceiling(app: &App, field: Field, host: u64, profiles: &[String]) -> u64 {
             )
             .ok()
         })
-        .filter_map(|c| c.merged.bytes(field))
+        .filter_map(|c| read(&c.merged, field))
         .fold(host, u64::max)
 }
 
@@ -176,6 +199,30 @@ fn over_quota(pointer: Option<&str>, message: String) -> ApiError {
     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", message).with_field(pointer)
 }
 
+/// What a sandbox takes of the host that a token's is held to the host's
+/// defaults for: its memory limit, its disk budget (none when nothing of
+/// it is kept on disk), its processes and threads, and the files each of
+/// its processes may hold open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Asked {
+    pub(crate) memory: u64,
+    pub(crate) disk: Option<u64>,
+    pub(crate) pids: u64,
+    pub(crate) open_files: u64,
+}
+
+impl Asked {
+    /// What `spec` asks.
+    pub(crate) fn of(spec: &warden_policy::SandboxSpec) -> Asked {
+        Asked {
+            memory: spec.resources.memory.value,
+            disk: spec.filesystem.disk.map(|d| d.bytes),
+            pids: spec.resources.pids.value,
+            open_files: spec.resources.open_files,
+        }
+    }
+}
+
 /// Whether a token's sandbox `new` (just made, from a request that named
 /// the owner's `profiles`) stays within what the host gives a sandbox by
 /// default.
@@ -184,46 +231,71 @@ pub(crate) fn within_host_defaults(
     new: &Sandbox,
     profiles: &[String],
 ) -> Result<(), ApiError> {
-    sizes_within_host_defaults(app, sizes_of(new), profiles)
+    let asked = stored_spec(new).map(|s| Asked::of(&s)).unwrap_or_default();
+    sizes_within_host_defaults(app, asked, profiles)
 }
 
-/// Whether a token's sandbox of these sizes (memory limit, disk budget)
-/// stays within what the host gives a sandbox by default, or what the
-/// owner's `profiles` set above it now: a copy's spec is held to it as a
-/// create's is.
+/// The refusal of `field` asked above the most a token's sandbox is
+/// given: 422 `above_default` at the field's pointer.
+fn above_default(field: Field, what: &str, asked: String, most: String) -> ApiError {
+    refused(
+        "above_default",
+        &spec_pointer(field).unwrap_or_default(),
+        format!(
+            "{asked} is more {what} than a token's sandbox is given ({most}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out"
+        ),
+    )
+}
+
+/// Whether a token's sandbox asking `asked` stays within what the host
+/// gives a sandbox by default, or what the owner's `profiles` set above
+/// it now: a copy's spec is held to it as a create's is.
 pub(crate) fn sizes_within_host_defaults(
     app: &App,
-    (memory, disk): (u64, Option<u64>),
+    asked: Asked,
     profiles: &[String],
 ) -> Result<(), ApiError> {
+    use warden_policy::compose::Layer;
     let host_memory = app.defaults.memory;
-    let most = ceiling(app, Field::Memory, host_memory, profiles);
-    if memory > most {
-        return Err(refused(
-            "above_default",
-            &spec_pointer(Field::Memory).unwrap_or_default(),
-            format!(
-                "{} is more memory than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
-                format_size(memory),
-                format_size(most)
-            ),
+    let most = ceiling(app, Field::Memory, host_memory, profiles, Layer::bytes);
+    if asked.memory > most {
+        return Err(above_default(
+            Field::Memory,
+            "memory",
+            format_size(asked.memory),
+            format_size(most),
         ));
     }
     // A sandbox's default disk is half its memory: where the owner's
     // profile grants more memory than the host's default, the disk that
     // memory brings is granted with it (a caller taking what the owner's
     // profile gives is not asking for more).
-    let most = ceiling(app, Field::Disk, default_disk(most), profiles);
-    if let Some(d) = disk.filter(|d| *d > most) {
-        return Err(refused(
-            "above_default",
-            &spec_pointer(Field::Disk).unwrap_or_default(),
-            format!(
-                "{} is more disk than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
-                format_size(d),
-                format_size(most)
-            ),
+    let most = ceiling(app, Field::Disk, default_disk(most), profiles, Layer::bytes);
+    if let Some(d) = asked.disk.filter(|d| *d > most) {
+        return Err(above_default(
+            Field::Disk,
+            "disk",
+            format_size(d),
+            format_size(most),
         ));
+    }
+    // Processes and open files: each a share of a table the whole host
+    // shares (pid_max, fs.file-max), so a token's sandbox is held to the
+    // host's default as its memory is.
+    let counts = [
+        (Field::Pids, "processes", asked.pids, app.defaults.pids),
+        (
+            Field::OpenFiles,
+            "open files per process",
+            asked.open_files,
+            app.defaults.open_files,
+        ),
+    ];
+    for (field, what, n, host) in counts {
+        let most = ceiling(app, field, host, profiles, Layer::count);
+        if n > most {
+            return Err(above_default(field, what, n.to_string(), most.to_string()));
+        }
     }
     Ok(())
 }
@@ -254,6 +326,7 @@ fn tally_of(sb: &Sandbox) -> Tally {
     Tally {
         sandboxes: 1,
         memory: held_of(sb),
+        pids: pids_of(sb),
         disk: disk_of(sb),
         host_disk: host_disk_of(sb),
     }
@@ -422,6 +495,7 @@ pub(crate) fn reserve_from_snapshot<'a>(
     let each = Tally {
         sandboxes: 1,
         memory: memory_held(spec),
+        pids: spec.resources.pids.value,
         disk: budget.max(bytes),
         host_disk: spec
             .filesystem
@@ -455,15 +529,8 @@ fn check(
     recorded_as: Option<&str>,
     new: Tally,
 ) -> Result<(), ApiError> {
-    let bounds = app.quotas.for_token(app.defaults.memory, token);
-    let mine: Vec<Sandbox> = app
-        .db()?
-        .sandboxes_of_token(&token.id)
-        .map_err(|e| ApiError::internal(chain(&e)))?
-        .into_iter()
-        .filter(|r| Some(r.id.as_str()) != recorded_as)
-        .filter_map(|r| app.store.get(&r.id).ok())
-        .collect();
+    let bounds = app.quotas.for_token(&app.defaults, token);
+    let mine = sandboxes_of(app, token, recorded_as)?;
     let reserved = app.pending.of(&token.id);
     let have = (mine.len() as u64).saturating_add(reserved.sandboxes);
     if have.saturating_add(new.sandboxes) > bounds.sandboxes {
@@ -502,6 +569,19 @@ fn check(
             ),
         ));
     }
+    let pids: u64 = mine
+        .iter()
+        .map(pids_of)
+        .fold(reserved.pids, u64::saturating_add);
+    if pids.saturating_add(new.pids) > bounds.pids {
+        return Err(over_quota(
+            spec_pointer(Field::Pids).as_deref(),
+            format!(
+                "token {} may have {} processes in all (each sandbox counted at its resources.pids); its sandboxes have {} and this one asks {}: ask for fewer (resources.pids) or remove a sandbox",
+                token.id, bounds.pids, pids, new.pids
+            ),
+        ));
+    }
     let disk = new.disk;
     // A sandbox's audit log is on the host's disk too, and grows with
     // what the sandbox does (up to its byte budget): counted as it is.
@@ -530,6 +610,24 @@ fn check(
     Ok(())
 }
 
+/// The sandboxes recorded to `token` (but `except`) that are in the
+/// store.
+fn sandboxes_of(
+    app: &App,
+    token: &TokenRow,
+    except: Option<&str>,
+) -> Result<Vec<Sandbox>, ApiError> {
+    let rows = app
+        .db()?
+        .sandboxes_of_token(&token.id)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| Some(r.id.as_str()) != except)
+        .filter_map(|r| app.store.get(&r.id).ok())
+        .collect())
+}
+
 /// The disk a token's quota counts as used: its sandboxes' disk budgets,
 /// audit logs and saved VM memory, what its forks in flight reserved, its
 /// snapshots and its volumes.
@@ -545,7 +643,7 @@ fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64) -> u64 {
 /// or the copy of one into a new sandbox, may take before it is made
 /// (checked again when the copy is done). 0 when it cannot be known.
 pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
-    let bounds = app.quotas.for_token(app.defaults.memory, token);
+    let bounds = app.quotas.for_token(&app.defaults, token);
     let Ok(rows) = app.db().and_then(|db| {
         db.sandboxes_of_token(&token.id)
             .map_err(|e| ApiError::internal(chain(&e)))
@@ -666,7 +764,8 @@ mod tests {
             Quotas {
                 sandboxes: Some(3),
                 memory: Some(2 << 30),
-                disk: Some(512 << 20)
+                disk: Some(512 << 20),
+                pids: None,
             }
         );
         assert!(q.check().is_ok());

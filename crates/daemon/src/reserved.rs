@@ -10,6 +10,8 @@ use std::sync::Mutex;
 pub(crate) struct Tally {
     pub(crate) sandboxes: u64,
     pub(crate) memory: u64,
+    /// Processes and threads its cgroup may hold (`resources.pids`).
+    pub(crate) pids: u64,
     pub(crate) disk: u64,
     pub(crate) host_disk: u64,
 }
@@ -19,6 +21,7 @@ impl Tally {
         Tally {
             sandboxes: self.sandboxes.saturating_mul(n),
             memory: self.memory.saturating_mul(n),
+            pids: self.pids.saturating_mul(n),
             disk: self.disk.saturating_mul(n),
             host_disk: self.host_disk.saturating_mul(n),
         }
@@ -28,6 +31,7 @@ impl Tally {
         Tally {
             sandboxes: self.sandboxes.saturating_add(o.sandboxes),
             memory: self.memory.saturating_add(o.memory),
+            pids: self.pids.saturating_add(o.pids),
             disk: self.disk.saturating_add(o.disk),
             host_disk: self.host_disk.saturating_add(o.host_disk),
         }
@@ -37,6 +41,7 @@ impl Tally {
         Tally {
             sandboxes: self.sandboxes.saturating_sub(o.sandboxes),
             memory: self.memory.saturating_sub(o.memory),
+            pids: self.pids.saturating_sub(o.pids),
             disk: self.disk.saturating_sub(o.disk),
             host_disk: self.host_disk.saturating_sub(o.host_disk),
         }

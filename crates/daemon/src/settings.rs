@@ -108,13 +108,18 @@ pub struct Quotas {
     /// the host's default when not given).
     #[serde(default, deserialize_with = "size")]
     pub disk: Option<u64>,
+    /// Processes and threads of one token's sandboxes together, each
+    /// counted at its `resources.pids` (sixteen sandboxes of the host's
+    /// default when not given).
+    #[serde(default)]
+    pub pids: Option<u64>,
 }
 
 impl Quotas {
     /// Zero for any of them would refuse every token's first sandbox.
     pub fn check(&self) -> Result<(), String> {
-        if [self.sandboxes, self.memory, self.disk].contains(&Some(0)) {
-            return Err("quotas: sandboxes, memory and disk are above 0 when given".into());
+        if [self.sandboxes, self.memory, self.disk, self.pids].contains(&Some(0)) {
+            return Err("quotas: sandboxes, memory, disk and pids are above 0 when given".into());
         }
         Ok(())
     }

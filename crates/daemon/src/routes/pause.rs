@@ -92,7 +92,9 @@ async fn change(
         let sb = app.sandbox(&id)?;
         if matches!(how, Change::Resume) && lifecycle::on_disk(&sb) {
             // Paused to disk by a supervisor that is gone (killed, or the
-            // host rebooted): a new one restores it.
+            // host rebooted): a new one restores it, a new run held to
+            // the token's quotas as a start is.
+            crate::quota::may_start(&app, &caller, &sb)?;
             lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe)
                 .map_err(|e| lifecycle_refusal(&id, e))?;
             let row = app.db()?.sandbox(&id).ok().flatten();

@@ -385,7 +385,8 @@ pub async fn get_one(
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/start", params(("id" = String, Path)),
-    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem)),
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem),
+        (status = 429, description = "a token's sandbox, while the token holds more than a quota allows (`quota`): nothing is started", body = Problem)),
     security(("token" = [])))]
 pub async fn start(
     State(app): State<Arc<App>>,
@@ -399,6 +400,9 @@ pub async fn start(
                 "sandbox {id} is already running"
             )));
         }
+        // A token's run again is held to its quotas as its create was
+        // (a run may grow its volumes by its disk budget).
+        crate::quota::may_start(&app, &caller, &sb)?;
         lifecycle::start(&app.state_dir, &sb, &app.exe)
             .map_err(|e| start_error(&caller, &id, e))?;
         let row = app.db()?.sandbox(&id).ok().flatten();

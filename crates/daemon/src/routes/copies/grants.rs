@@ -166,11 +166,7 @@ pub(crate) fn still_granted(
     }
     network_still_granted(&copy.network, &now.network)?;
     let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
-    crate::quota::sizes_within_host_defaults(
-        app,
-        (copy.resources.memory.value, fs.disk.map(|d| d.bytes)),
-        &profiles,
-    )
+    crate::quota::sizes_within_host_defaults(app, crate::quota::Asked::of(copy), &profiles)
 }
 
 /// The egress parts of a copy that reach the host or carry the host's
