@@ -223,7 +223,7 @@ reasons! {
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     CredentialInRequest => "credential_in_request", -, "A request's header, path or query on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     UpgradeWithSecrets => "upgrade_with_secrets", -, "A WebSocket upgrade to a secret's host: the frames after it could not be checked for the secret.";
-    BytesBeforeUpgrade => "bytes_before_upgrade", -, "The sandbox sent bytes behind a WebSocket upgrade request before the server's 101 answered it: never decided as a request, they were not relayed and the connection was closed.";
+    BytesBeforeUpgrade => "bytes_before_upgrade", -, "The sandbox sent bytes behind a WebSocket upgrade request before the server's 101 answered it (read with its head, or first bytes after it that are not a client's masked frame, as no HTTP request is): never decided as a request, they were not relayed and the connection was closed.";
     RequestRulesNeedTls => "request_rules_need_tls", -, "A name with request rules is reached only over TLS, which the proxy terminates to decide each request.";
     SecretNeedsTls => "secret_needs_tls", -, "A secret's host is reached only through a TLS ClientHello naming it, which the proxy terminates: silence, other bytes, plain HTTP or a CONNECT carrying them would reach it unscrubbed.";
     TerminatedAddress => "terminated_address", -, "Another name leads to the address and port of a name the proxy terminates TLS for (a secret's host, a name with request rules): bytes sent there would reach it unterminated.";
