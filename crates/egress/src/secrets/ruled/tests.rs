@@ -89,6 +89,14 @@ struct Rig {
 }
 
 async fn rig(rules: &[(RequestAction, &str)]) -> Rig {
+    rig_asking(rules, None).await
+}
+
+/// [`rig`], with `asker` asked about the requests ask rules hold.
+async fn rig_asking(
+    rules: &[(RequestAction, &str)],
+    asker: Option<Arc<dyn crate::ask::Asker>>,
+) -> Rig {
     let (port, pem, seen) = recorder("api.test").await;
     let dir = std::env::temp_dir().join(format!("warden-ruled-ca-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -101,7 +109,8 @@ async fn rig(rules: &[(RequestAction, &str)]) -> Rig {
     let term = Arc::new(
         Terminator::new(Vec::new(), std::slice::from_ref(&ca_file))
             .unwrap()
-            .with_requests(rules),
+            .with_requests(rules)
+            .with_asker(asker),
     );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(term.terminates("api.test", port));
@@ -386,4 +395,59 @@ async fn a_websocket_the_budget_cannot_pay_to_relay_is_refused_before_its_upgrad
         ),
         "{d:?}"
     );
+}
+
+/// An asker that answers "once" when it is let go (or after 10 s).
+struct Waiting(Mutex<std::sync::mpsc::Receiver<()>>);
+
+impl crate::ask::Asker for Waiting {
+    fn ask(&self, _: &crate::ask::Question) -> crate::ask::Answer {
+        if let Ok(rx) = self.0.lock() {
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(10));
+        }
+        crate::ask::Answer::Once
+    }
+}
+
+/// A request an ask rule holds stays paid for while it waits for its
+/// answer (its head, its body's pieces in hand), and everything is given
+/// back once it has been answered and relayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_held_for_an_answer_stays_paid_for_until_it_is_answered_and_done() {
+    let (let_go, rx) = std::sync::mpsc::channel();
+    let rig = Arc::new(
+        rig_asking(
+            &[(RequestAction::Ask, "POST api.test:PORT/hold")],
+            Some(Arc::new(Waiting(Mutex::new(rx)))),
+        )
+        .await,
+    );
+    let pool = rig.term.decode_memory.clone();
+    let all = pool.available_permits();
+    let body = "x".repeat(1000);
+    let req = format!(
+        "POST /hold HTTP/1.1\r\nHost: HOST\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let r = rig.clone();
+    let answer = tokio::spawn(async move { r.raw(&req).await });
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while pool.available_permits() == all && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let held = all - pool.available_permits();
+    assert!(
+        held >= super::super::paid::REQUEST_SLACK / 1024,
+        "held for an answer, it is paid for: {held} KiB"
+    );
+    assert_eq!(rig.seen(), Vec::<String>::new());
+    let_go.send(()).unwrap();
+    let answer = answer.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(rig.seen(), ["POST /hold"]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while pool.available_permits() != all && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(pool.available_permits(), all, "all given back");
 }
