@@ -387,3 +387,102 @@ done
         );
     }
 }
+
+/// Python that sends one chunked POST to `HOST:port` over TLS (trusting
+/// `cafile`, or the sandbox's bundle) with `trailers` after its last
+/// chunk, and prints the status line.
+fn trailer_client(port: u16, cafile: &str, trailers: &str) -> String {
+    format!(
+        r#"import os, socket, ssl
+ctx = ssl.create_default_context(cafile={cafile})
+t = {trailers}.replace("TOKEN", os.environ.get("TOKEN", ""))
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1" if {cafile} else "{HOST}", {port}), timeout=15), server_hostname="{HOST}")
+s.sendall(("POST /trailers HTTP/1.1\r\nHost: {HOST}:{port}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Leak\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n" + t + "\r\n").encode())
+print(s.recv(100).split(b"\r\n")[0].decode())
+"#
+    )
+}
+
+#[test]
+fn trailers_the_sandbox_sends_never_reach_a_secrets_host() {
+    use http_body_util::BodyExt;
+    if !egress_available() {
+        return;
+    }
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<String>)>>>;
+    let ca = TestCa::new();
+    let seen: Seen = Default::default();
+    let s = seen.clone();
+    let (port, _runtime) =
+        crate::common::upstream::https_server(&ca, &[HOST], &[b"http/1.1"], move || {
+            let s = s.clone();
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let s = s.clone();
+                async move {
+                    let path = req.uri().path().to_string();
+                    let trailers: Vec<String> = match req.into_body().collect().await {
+                        Ok(c) => c
+                            .trailers()
+                            .map(|t| {
+                                t.iter()
+                                    .map(|(k, v)| {
+                                        format!("{k}: {}", String::from_utf8_lossy(v.as_bytes()))
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        Err(_) => vec!["(unreadable body)".to_string()],
+                    };
+                    s.lock().unwrap().push((path, trailers));
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from_static(b"ok\n")),
+                    ))
+                }
+            })
+        });
+    // The server reads trailers: one sent to it directly is recorded.
+    let direct = Command::new("python3")
+        .args([
+            "-c",
+            &trailer_client(
+                port,
+                &format!("{:?}", ca.pem_path()),
+                "'X-Leak: direct\\r\\n'",
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&direct).trim(),
+        "HTTP/1.1 200 OK",
+        "{}",
+        stderr(&direct)
+    );
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![("/trailers".to_string(), vec!["x-leak: direct".to_string()])]
+    );
+    seen.lock().unwrap().clear();
+    // Through the terminator, a trailer holding the placeholder (and one
+    // without) never arrives: trailers of a request are dropped.
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{port}"))
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .args([
+            "--",
+            "python3",
+            "-c",
+            &trailer_client(port, "None", "'X-Leak: TOKEN\\r\\nX-Fine: 1\\r\\n'"),
+        ])
+        .env("TOKEN", token())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "HTTP/1.1 200 OK", "{}", stderr(&out));
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![("/trailers".to_string(), Vec::<String>::new())]
+    );
+}
