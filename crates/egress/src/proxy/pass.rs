@@ -50,6 +50,22 @@ const BULK_BUFFER: usize = 1024 * 1024;
 pub(super) const START_BUFFERS: u32 = (2 * START_BUFFER / 1024) as u32;
 /// What growing one direction to [`BULK_BUFFER`] borrows on top, in KiB.
 const BULK_EXTRA: u32 = ((BULK_BUFFER - START_BUFFER) / 1024) as u32;
+/// What the large-buffer half of the budget keeps back from the relay's
+/// optional buffers (its starting and bulk ones, which fall back to small
+/// ones), in KiB: what a request on a terminated connection must be paid
+/// (its head and body pieces, `crate::secrets` refuses one it cannot pay
+/// with a 503) is never taken by downloads passed through meanwhile.
+pub(super) const KEPT_FOR_REQUESTS: u32 = 8 * 1024;
+
+/// `kib` of the budget, when it has them to lend above what it keeps
+/// back for requests.
+fn lend(budget: &Arc<Semaphore>, kib: u32) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if budget.available_permits() < (kib + KEPT_FOR_REQUESTS) as usize {
+        return None;
+    }
+    budget.clone().try_acquire_many_owned(kib).ok()
+}
+
 /// Buffer per direction when the budget has no large one to lend: paid
 /// for by the connection's own cost.
 const SMALL_BUFFER: usize = 4 * 1024;
@@ -159,11 +175,7 @@ pub(super) async fn pass(
     let (writing_out, writing_in) = (AtomicU64::new(0), AtomicU64::new(0));
     // The starting buffers when the budget has them to lend, small ones
     // (already paid for by the connection) when not.
-    let lease = shared
-        .buffer_memory
-        .clone()
-        .try_acquire_many_owned(START_BUFFERS)
-        .ok();
+    let lease = lend(&shared.buffer_memory, START_BUFFERS);
     let size = if lease.is_some() {
         START_BUFFER
     } else {
@@ -308,11 +320,34 @@ where
         if n == buf.capacity() && bulk.is_none() && way.size == START_BUFFER {
             // A full read: a bulk transfer, moved in larger steps while
             // the budget can lend them.
-            if let Ok(loan) = way.budget.clone().try_acquire_many_owned(BULK_EXTRA) {
+            if let Some(loan) = lend(way.budget, BULK_EXTRA) {
                 bulk = Some(loan);
                 way.spare
                     .give_back(std::mem::replace(buf, Vec::with_capacity(BULK_BUFFER)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relays_optional_buffers_never_take_what_is_kept_for_requests() {
+        let budget = Arc::new(Semaphore::new(
+            (KEPT_FOR_REQUESTS + 2 * BULK_EXTRA) as usize,
+        ));
+        let a = lend(&budget, BULK_EXTRA).expect("above the reserve");
+        let b = lend(&budget, BULK_EXTRA).expect("up to the reserve");
+        // What is left is the reserve: a third download relays through
+        // its small buffers instead.
+        assert!(lend(&budget, BULK_EXTRA).is_none());
+        assert!(lend(&budget, START_BUFFERS).is_none());
+        assert_eq!(budget.available_permits(), KEPT_FOR_REQUESTS as usize);
+        // A request's payment still finds it whole.
+        let request = budget.clone().try_acquire_many_owned(KEPT_FOR_REQUESTS);
+        assert!(request.is_ok());
+        drop((a, b, request));
     }
 }
