@@ -106,13 +106,17 @@ pub fn check_command(
     Ok(())
 }
 
-/// Start `req` in the running sandbox `sb`. Blocking: call it off the
-/// async runtime.
+/// Start `req` in the running sandbox `sb`, holding `lease` (the caller's
+/// place among its long-lived answers, [`crate::leases`]) for as long as
+/// the command runs: its connection to the supervisor and the thread that
+/// waits for its end are held that long, whoever reads it. Blocking: call
+/// it off the async runtime.
 pub fn start(
     sb: &Sandbox,
     id: &str,
     argv: Vec<String>,
     req: &ExecRequest,
+    lease: Option<crate::leases::Lease>,
 ) -> Result<Arc<ExecHandle>, ApiError> {
     check_command(&argv, &req.env)?;
     let d = dir_of(sb);
@@ -213,6 +217,7 @@ pub fn start(
     });
     let h = handle.clone();
     std::thread::spawn(move || {
+        let _held = lease;
         let ended = match running.wait() {
             Ok(s) => Ended {
                 status: s.status,

@@ -1,6 +1,8 @@
 //! How many long-lived answers a caller holds open at once: terminals,
-//! event and command streams, file watches, desktop views, relays to a
-//! sandbox's port, through every door (the native API, the E2B door,
+//! event and command streams, running commands (each holds a connection
+//! to its sandbox's supervisor and a thread of the daemon for as long as
+//! it runs, in the background or not), file watches, desktop views, relays
+//! to a sandbox's port, through every door (the native API, the E2B door,
 //! MCP's calls of the native API). Each holds a
 //! connection, a task, and often threads of its own for as long as its
 //! client keeps it, so a token that opened them without end would take
@@ -85,6 +87,8 @@ pub enum Kind {
     Terminal,
     EventStream,
     CommandStream,
+    /// A command started in a sandbox, for as long as it runs.
+    Command,
     Watch,
     Desktop,
     /// A request or WebSocket relayed to a port inside a sandbox.
@@ -102,6 +106,7 @@ impl Kind {
             Kind::Terminal => "a terminal",
             Kind::EventStream => "an event stream",
             Kind::CommandStream => "a command's input or output stream",
+            Kind::Command => "a command",
             Kind::Watch => "a files watch",
             Kind::Desktop => "a desktop view",
             Kind::PortRelay => "a relay to a sandbox's port",
@@ -114,6 +119,7 @@ impl Kind {
             Kind::Terminal => "terminals",
             Kind::EventStream => "event streams",
             Kind::CommandStream => "command streams",
+            Kind::Command => "running commands",
             Kind::Watch => "files watches",
             Kind::Desktop => "desktop views",
             Kind::PortRelay => "relays",
@@ -213,7 +219,7 @@ impl Leases {
                 "per_token",
                 self.bounds.per_token,
                 format!(
-                    "{shown} holds {mine} long-lived sessions (terminals, streams, watches, desktop views, relays to a sandbox's port), the most one token may hold at once ({} per token); close one before opening {}",
+                    "{shown} holds {mine} long-lived sessions (terminals, streams, running commands, watches, desktop views, relays to a sandbox's port), the most one token may hold at once ({} per token); close one before opening {}",
                     self.bounds.per_token,
                     kind.what()
                 ),

@@ -42,6 +42,10 @@ pub const VARS: &[(&str, &str)] = &[
         "WARDEN_TEST_VM_TOOLS",
         "the only directories (`:` separated) the VM backend looks for its image tools in",
     ),
+    (
+        "WARDEN_TEST_SUPERVISOR_CONNECTIONS",
+        "how many connections a sandbox's supervisor serves before its bound (not those kept back for a stop)",
+    ),
 ];
 
 /// What a test switched on. The default is what every release build has:
@@ -64,6 +68,9 @@ pub struct TestHooks {
     /// The only directories the VM backend looks for `mkfs.erofs` and
     /// `mkfs.ext4` in (`:` separated), to play a host without them.
     pub vm_tools: Option<String>,
+    /// The supervisor's connection bound, lowered so that a test fills it
+    /// with a few commands instead of hundreds.
+    pub supervisor_connections: Option<usize>,
 }
 
 static INSTALLED: OnceLock<TestHooks> = OnceLock::new();
@@ -75,6 +82,7 @@ static NONE: TestHooks = TestHooks {
     resolve: None,
     ask_loopback: false,
     vm_tools: None,
+    supervisor_connections: None,
 };
 
 impl TestHooks {
@@ -96,6 +104,9 @@ impl TestHooks {
             resolve: get("WARDEN_TEST_RESOLVE"),
             ask_loopback: get("WARDEN_TEST_ASK_LOOPBACK").is_some(),
             vm_tools: get("WARDEN_TEST_VM_TOOLS"),
+            supervisor_connections: get("WARDEN_TEST_SUPERVISOR_CONNECTIONS")
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|n| *n > 0),
         }
     }
 
@@ -153,6 +164,7 @@ mod tests {
                 resolve: Some("a.test=127.0.0.1".into()),
                 ask_loopback: false,
                 vm_tools: None,
+                supervisor_connections: None,
             }
         );
         assert!(h.any());

@@ -472,31 +472,30 @@ pub fn stop_watching(
     // away what the copy reads (its mounted layer).
     let _no_copy = no_copy_meanwhile(sb)?;
     let control = control(sb);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let target = match state::read_json::<SupervisorRecord>(&sb.dir().join(state::SUPERVISOR)) {
-        // Asked from a thread of its own: a supervisor that is stuck does
-        // not answer, and is then found out (and killed) by what it does
-        // not do meanwhile.
+    let (target, rx) = match state::read_json::<SupervisorRecord>(&sb.dir().join(state::SUPERVISOR))
+    {
+        // Asked from a thread of its own, again until the supervisor
+        // takes it: a supervisor that is stuck does not answer, and is
+        // then killed when the grace and the quiet window are out.
         Ok(rec) if state::alive(&rec) => {
-            let _ = std::thread::Builder::new()
-                .name("warden-stop".into())
-                .spawn(move || {
-                    let _ = tx.send(Connection::open(&control).and_then(|c| c.stop(grace)));
-                });
-            stopping::Target {
+            let target = stopping::Target {
                 pid: rec.pid,
                 start_ticks: rec.start_ticks,
-            }
+            };
+            let rx = stopping::ask(control, grace, rec.pid);
+            (target, rx)
         }
-        // No supervisor on record: whether one listens, the control socket
-        // says.
+        // No supervisor on record: whether one listens, the control
+        // socket says.
         _ => {
             let pid = Connection::open(&control)?.stop(grace)?;
+            let (tx, rx) = std::sync::mpsc::channel();
             let _ = tx.send(Ok(pid));
-            stopping::Target {
+            let target = stopping::Target {
                 pid,
                 start_ticks: state::start_ticks(pid).unwrap_or(0),
-            }
+            };
+            (target, rx)
         }
     };
     stopping::wait(sb, &target, grace, &rx, on_wait)

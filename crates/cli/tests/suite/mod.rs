@@ -77,6 +77,7 @@ mod redaction_daemon;
 mod relay;
 mod requests;
 mod review11_attacks;
+mod review12_stop;
 mod review12_quota;
 mod review2_attacks;
 mod rootless_limits;

@@ -154,7 +154,7 @@ async fn run(
             ..Default::default()
         };
         let exec_id = format!("ex-{}", crate::auth::random_id(8));
-        let h = execs::start(&sb, &exec_id, argv, &req).map_err(|e| e.problem.message)?;
+        let h = execs::start(&sb, &exec_id, argv, &req, None).map_err(|e| e.problem.message)?;
         if let Ok(db) = a.db() {
             let _ = db.insert_exec(&h.row);
         }

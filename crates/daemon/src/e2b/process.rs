@@ -12,10 +12,11 @@
 //! Each stream (Start, Connect, StreamInput) takes a place among its
 //! caller's long-lived answers ([`crate::leases`]) before anything starts,
 //! and gives it back when its client goes or its process ends; a process
-//! on a terminal keeps the place its Start took for as long as it runs
-//! (its terminal holds threads of the daemon whether or not a client
-//! reads it). Past the caller's bound the stream ends at once with
-//! `resource_exhausted` (the SDK's `RateLimitException`).
+//! keeps the place its Start took for as long as it runs, on a terminal or
+//! on pipes (either holds threads of the daemon and a connection to its
+//! supervisor whether or not a client reads it). Past the caller's bound
+//! the stream ends at once with `resource_exhausted` (the SDK's
+//! `RateLimitException`).
 //!
 //! A process on a terminal is `terminal.rs`'s, the input streamed to a
 //! process `stream_input.rs`'s: both parts of this service.
@@ -401,18 +402,12 @@ async fn start(
     let stdin = req.stdin.unwrap_or(false);
     let e2 = e.clone();
     let cfg = config.clone();
-    // A terminal keeps the stream's place for as long as its process
-    // runs; a process on pipes holds its threads no longer than the
-    // native exec does, and its stream keeps the place.
-    let (proc, lease) = match req.pty {
-        Some(pty) => (
-            blocking(move || terminal::start(&e2, &sb, cfg, tag, pty, lease)).await,
-            None,
-        ),
-        None => (
-            blocking(move || start_pipes(&e2, &sb, cfg, tag, stdin)).await,
-            Some(lease),
-        ),
+    // The process keeps the stream's place for as long as it runs, on a
+    // terminal or on pipes: either holds threads of the daemon and a
+    // connection to the supervisor whether or not a client reads it.
+    let proc = match req.pty {
+        Some(pty) => blocking(move || terminal::start(&e2, &sb, cfg, tag, pty, lease)).await,
+        None => blocking(move || start_pipes(&e2, &sb, cfg, tag, stdin, lease)).await,
     };
     let proc = match proc {
         Ok(p) => p,
@@ -427,7 +422,6 @@ async fn start(
     let (tx, response) = codec.channel();
     tokio::spawn(async move {
         relay(proc, tx, None, keepalive).await;
-        drop(lease);
     });
     response
 }
@@ -457,6 +451,7 @@ fn start_pipes(
     config: ProcessConfig,
     tag: Option<String>,
     stdin: bool,
+    lease: Lease,
 ) -> Result<Arc<Proc>, RpcError> {
     let app = &e.app;
     let sandbox = app.sandbox(sb)?;
@@ -468,7 +463,7 @@ fn start_pipes(
         ..Default::default()
     };
     let exec_id = format!("ex-{}", crate::auth::random_id(8));
-    let h = execs::start(&sandbox, &exec_id, argv_of(&config), &req)?;
+    let h = execs::start(&sandbox, &exec_id, argv_of(&config), &req, Some(lease))?;
     app.db()?
         .insert_exec(&h.row)
         .map_err(|err| RpcError::new(Code::Internal, crate::error::chain(&err)))?;

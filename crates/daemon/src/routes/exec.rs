@@ -73,7 +73,8 @@ fn wants_sse(headers: &HeaderMap) -> bool {
     responses(
         (status = 200, description = "ended (or, with `stream`, a stream of ExecEvent lines)", body = ExecResult),
         (status = 202, description = "`background`: it runs", body = ExecInfo),
-        (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)),
+        (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem),
+        (status = 429, description = "the caller holds as many long-lived answers (running commands among them) as it may: nothing started", body = Problem)),
     security(("token" = [])))]
 pub async fn exec(
     State(app): State<Arc<App>>,
@@ -96,12 +97,12 @@ pub async fn exec(
                 .with_field(Some("/background")),
         );
     }
-    // A stream holds its place from before its command starts: a token
-    // past its bound starts nothing (see [`crate::leases`]).
-    let lease = match req.stream {
-        true => Some(stream_lease(&app, credential)?),
-        false => None,
-    };
+    // Every command holds a place from before it starts until it ends,
+    // streamed, whole or in the background: each holds a connection to its
+    // supervisor and a thread here for as long as it runs, so a token past
+    // its bound starts nothing (see [`crate::leases`]).
+    let axum::Extension(credential) = credential;
+    let lease = app.leases.take(&credential, crate::leases::Kind::Command)?;
     let a = app.clone();
     let handle = blocking(move || {
         let sb = a.sandbox(&id)?;
@@ -110,7 +111,7 @@ pub async fn exec(
         let default = stored.map(|s| s.spec.command).unwrap_or_default();
         let argv = execs::argv_of(&req, &default)?;
         let exec_id = format!("ex-{}", crate::auth::random_id(8));
-        let h = execs::start(&sb, &exec_id, argv, &req)?;
+        let h = execs::start(&sb, &exec_id, argv, &req, Some(lease))?;
         a.db()?
             .insert_exec(&h.row)
             .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
@@ -125,16 +126,18 @@ pub async fn exec(
     if background {
         return Ok((StatusCode::ACCEPTED, Json(info_of(&h))).into_response());
     }
-    if let (true, Some(lease)) = (stream, lease) {
+    if stream {
         let first = ExecEvent::Started {
             id: h.row.id.clone(),
             pid: h.pid.unwrap_or(0),
         };
+        // Its command's place holds it: one place, whether or not its
+        // client stays.
         return Ok(stream_response(
             h,
             Offsets::default(),
             Some(first),
-            (wants_sse(&headers), lease),
+            (wants_sse(&headers), None),
         ));
     }
     // Whole: wait for the end, then read what it wrote.
@@ -212,7 +215,7 @@ fn stream_response(
     h: Arc<ExecHandle>,
     mut from: Offsets,
     first: Option<ExecEvent>,
-    (sse, lease): (bool, crate::leases::Lease),
+    (sse, lease): (bool, Option<crate::leases::Lease>),
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(16);
     let frame = move |e: &ExecEvent| -> bytes::Bytes {
@@ -386,7 +389,12 @@ pub async fn output(
         stdout: q.stdout_offset.unwrap_or(0),
         stderr: q.stderr_offset.unwrap_or(0),
     };
-    Ok(stream_response(h, from, None, (wants_sse(&headers), lease)))
+    Ok(stream_response(
+        h,
+        from,
+        None,
+        (wants_sse(&headers), Some(lease)),
+    ))
 }
 
 /// A place for a command's output stream among what its caller holds.

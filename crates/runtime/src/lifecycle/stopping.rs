@@ -3,22 +3,33 @@
 //! host may take well past the grace to finish; one that is stuck (stopped,
 //! deadlocked, blocked for good) must not be waited for without end.
 //!
+//! The stop is asked until the supervisor takes it: one refused (every
+//! connection held) or not answered is never counted as taken, and asked
+//! again. One never taken by the end of the grace and the quiet window is
+//! killed. Whatever a caller of the sandbox does (its commands holding the
+//! supervisor's connections, its calls moving the supervisor's threads),
+//! the stop ends the sandbox within the grace and the quiet window.
+//!
 //! Progress is what can be seen from outside the supervisor without
-//! trusting the sandbox: the phase its record says it is in, and the
-//! kernel's counters of the supervisor process (its CPU time, the bytes and
-//! calls of its reads and writes). After the grace the sandbox has no
-//! process left that could move those counters: its init ends them (or is
-//! killed) on the supervisor's own clock, so what moves them then is the
+//! trusting the sandbox or its callers, and only once the stop is taken:
+//! the phase its record says it is in, and the kernel's counters of the
+//! supervisor's main thread (its CPU time, the bytes and calls of its reads
+//! and writes), which does the stopping work: it waits for the init, then
+//! writes back the layer and the home. The threads that serve callers
+//! (connections, the proxy) are not counted: a caller polling a command
+//! moves theirs, never the main thread's. After the grace the sandbox has
+//! no process left that could move those counters: its init ends them (or
+//! is killed) on the supervisor's own clock, so what moves them then is the
 //! supervisor's own work, bounded by what the sandbox keeps (its disk
 //! limit). A supervisor that shows none for the quiet window is killed,
 //! and what it held is cleaned as for one that died.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 use super::LifecycleError;
-use crate::client::ClientError;
+use crate::client::{ClientError, Connection};
 use crate::state::{self, StopPhase, SupervisorRecord};
 use warden_workspace::Sandbox;
 
@@ -35,6 +46,8 @@ const TELL_EVERY: Duration = Duration::from_secs(10);
 /// longer than), and how often its progress is.
 const POLL: Duration = Duration::from_millis(2);
 const SAMPLE: Duration = Duration::from_millis(50);
+/// How soon a stop the supervisor did not take is asked again.
+const ASK_AGAIN: Duration = Duration::from_millis(100);
 
 /// A stop that takes long, as its caller is told while it waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,29 +65,31 @@ pub struct Stopping {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Marks {
     phase: Option<StopPhase>,
-    /// utime + stime, in clock ticks.
+    /// The main thread's utime + stime, and the reaped children's, in
+    /// clock ticks.
     cpu: Option<u64>,
-    /// rchar, wchar, syscr, syscw of /proc/PID/io.
+    /// rchar, wchar, syscr, syscw of the main thread's io.
     io: Option<[u64; 4]>,
 }
 
+/// What is seen of the supervisor `pid`: its record's phase, and its main
+/// thread's counters (a process's main thread has the process's ID).
 fn marks(pid: u32, record: &Path) -> Marks {
     let phase = state::read_json::<SupervisorRecord>(record)
         .ok()
         .filter(|r| r.pid == pid)
         .and_then(|r| r.stopping);
-    let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    let cpu = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat"))
         .ok()
         .and_then(|stat| {
             // Fields after the command name, which may hold spaces and
-            // ')': utime and stime are the 14th and 15th of the line.
+            // ')': utime, stime, cutime and cstime are the 14th to the
+            // 17th of the line.
             let rest = stat.rsplit_once(')')?.1.to_string();
-            let mut f = rest.split_whitespace().skip(11);
-            let user: u64 = f.next()?.parse().ok()?;
-            let system: u64 = f.next()?.parse().ok()?;
-            Some(user + system)
+            let f = rest.split_whitespace().skip(11).take(4);
+            f.map(|v| v.parse::<u64>().ok()).sum::<Option<u64>>()
         });
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io"))
+    let io = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/io"))
         .ok()
         .and_then(|text| {
             let get = |key: &str| {
@@ -104,11 +119,39 @@ impl Target {
     }
 }
 
+/// Ask the supervisor `pid` (on `control`) to stop within `grace`, from a
+/// thread of its own, again until it takes the stop or the answers' reader
+/// is gone; each answer comes on the channel. A supervisor of another PID
+/// on the socket (the target ended, another started) is never asked.
+pub(super) fn ask(
+    control: PathBuf,
+    grace: Duration,
+    pid: u32,
+) -> Receiver<Result<u32, ClientError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new()
+        .name("warden-stop".into())
+        .spawn(move || loop {
+            let asked = Connection::open(&control).and_then(|c| match c.supervisor_pid == pid {
+                true => c.stop(grace),
+                false => Err(ClientError::Unexpected),
+            });
+            let taken = asked.is_ok();
+            if tx.send(asked).is_err() || taken {
+                return;
+            }
+            std::thread::sleep(ASK_AGAIN);
+        });
+    rx
+}
+
 /// Wait for the supervisor `target` to be gone after a stop of `grace`
-/// was sent (its answer comes on `asked`), telling `on_wait` how it goes
-/// when it takes long. A supervisor that shows no progress for the quiet
-/// window (the grace, at least [`MIN_QUIET`], counted from the grace's
-/// end) is killed, what it held cleaned, and the stop refused.
+/// was asked (its answers come on `asked`), telling `on_wait` how it goes
+/// when it takes long. A supervisor that has not taken the stop by the end
+/// of the grace and the quiet window (the grace, at least [`MIN_QUIET`]),
+/// or that shows no progress for the quiet window once it took it
+/// (counted from the grace's end at the earliest), is killed, what it held
+/// cleaned, and the stop refused.
 pub(super) fn wait(
     sb: &Sandbox,
     target: &Target,
@@ -127,23 +170,27 @@ pub(super) fn wait(
     let mut taken = false;
     let mut next_sample = t0 + SAMPLE;
     loop {
-        if !taken {
+        while !taken {
             match asked.try_recv() {
-                Ok(Ok(_)) => taken = true,
+                Ok(Ok(_)) => {
+                    taken = true;
+                    // Taken late, it has the quiet window from then.
+                    last = last.max(Instant::now());
+                }
                 // It ended on its own meanwhile: stopped all the same.
                 Ok(Err(_)) if !target.alive() => return Ok(()),
-                // Its socket is gone or closed while it runs: it is on its
-                // way out (the socket goes first), and waited for as any.
-                // One that does not answer is found out by what it does not
-                // do meanwhile (and killed).
-                Ok(Err(
-                    ClientError::NotRunning { .. }
-                    | ClientError::Protocol(_)
-                    | ClientError::NotAnswering { .. },
-                )) => taken = true,
-                Ok(Err(e)) => return Err(e.into()),
-                Err(TryRecvError::Empty) => {}
-                Err(TryRecvError::Disconnected) => taken = true,
+                // Its socket is gone while its record says it stops: it is
+                // on its way out (the socket goes first), and waited for
+                // as any.
+                Ok(Err(ClientError::NotRunning { .. }))
+                    if marks(target.pid, &record).phase.is_some() =>
+                {
+                    taken = true;
+                }
+                // Refused (every connection held), not answered, or not
+                // asked: not taken, and asked again.
+                Ok(Err(_)) => {}
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => break,
             }
         }
         if !target.alive() {
@@ -156,10 +203,12 @@ pub(super) fn wait(
         }
         next_sample = now + SAMPLE;
         let m = marks(target.pid, &record);
-        if m != seen {
+        // Before the stop is taken nothing is progress: what moves then
+        // is the sandbox's and its callers' doing.
+        if m != seen && taken {
             last = last.max(now);
-            seen = m;
         }
+        seen = m;
         if now >= last + quiet {
             return Err(killed(sb, target, seen.phase, quiet));
         }

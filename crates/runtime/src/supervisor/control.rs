@@ -2,7 +2,7 @@
 
 use super::execs::{caller_gone, exec, hold, release};
 use super::inside::{connect, file_op};
-use super::{pause, stop, Main, Shared, SuperviseError, CALLER_CHECK, MAX_CONNECTIONS};
+use super::{connection_bound, pause, stop, Main, Shared, SuperviseError, CALLER_CHECK, KEPT_BACK};
 use crate::events::NotWritten;
 use crate::procs::{descendants, processes};
 use crate::protocol::{self, MainState, Process, Refusal, Reply, Request, Status, VERSION};
@@ -65,34 +65,64 @@ pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
             }
             Err(_) => continue,
         }
-        if shared.connections.load(Ordering::Relaxed) >= MAX_CONNECTIONS as u64 {
+        // Only this thread takes places, so a look then a count is exact.
+        let bound = connection_bound();
+        let place = if shared.connections.load(Ordering::SeqCst) < bound as u64 {
+            Place::Any
+        } else if shared.kept_back.load(Ordering::SeqCst) < KEPT_BACK as u64 {
+            Place::KeptBack
+        } else {
             let _ = protocol::send(
                 conn.as_fd(),
                 &Reply::Error {
                     message: format!(
-                        "the supervisor serves {MAX_CONNECTIONS} connections at most; try again"
+                        "the supervisor serves {bound} connections at most; try again"
                     ),
                 },
                 &[],
             );
             continue;
-        }
-        shared.connections.fetch_add(1, Ordering::Relaxed);
+        };
+        let count = match place {
+            Place::Any => &shared.connections,
+            Place::KeptBack => &shared.kept_back,
+        };
+        count.fetch_add(1, Ordering::SeqCst);
         shared.activity.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("warden-conn".into())
             .spawn(move || {
-                let _ = serve(&s, &conn);
-                s.connections.fetch_sub(1, Ordering::Relaxed);
+                let _ = serve(&s, &conn, place);
+                match place {
+                    Place::Any => &s.connections,
+                    Place::KeptBack => &s.kept_back,
+                }
+                .fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            count.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
-fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
+/// Which place a connection holds: one of the bound's, or one kept back
+/// past it, which serves a stop or a status and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Any,
+    KeptBack,
+}
+
+/// What a place kept back serves: the owner's stop, and a status (which
+/// the stop's callers and `warden ls` look at); nothing that may hold the
+/// place for long.
+fn kept_back_serves(req: &Request) -> bool {
+    matches!(req, Request::Stop { .. } | Request::Status)
+}
+
+/// The hello: answered, and `true` when a request may follow.
+fn greet(shared: &Shared, conn: &OwnedFd, place: Place) -> Result<bool, protocol::ProtocolError> {
     // A caller has a few seconds to say hello; a silent connection does
     // not keep its slot.
     let _ = nix::sys::socket::setsockopt(
@@ -101,11 +131,14 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
         &nix::sys::time::TimeVal::new(5, 0),
     );
     let (hello, _) = protocol::receive::<Request>(conn)?;
-    let _ = nix::sys::socket::setsockopt(
-        conn,
-        nix::sys::socket::sockopt::ReceiveTimeout,
-        &nix::sys::time::TimeVal::new(0, 0),
-    );
+    // A place kept back has the same few seconds for its request.
+    if place == Place::Any {
+        let _ = nix::sys::socket::setsockopt(
+            conn,
+            nix::sys::socket::sockopt::ReceiveTimeout,
+            &nix::sys::time::TimeVal::new(0, 0),
+        );
+    }
     match hello {
         Request::Hello { version } if version == VERSION => protocol::send(
             conn.as_fd(),
@@ -115,20 +148,38 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
                 pid: std::process::id(),
             },
             &[],
-        )?,
-        Request::Hello { version } => {
-            return protocol::send(
-                conn.as_fd(),
-                &Reply::Error {
-                    message: format!("this sandbox's supervisor speaks control protocol {VERSION}, the caller {version}: use the same warden for both"),
-                },
-                &[],
-            )
-        }
-        _ => return Ok(()),
+        )
+        .map(|()| true),
+        Request::Hello { version } => protocol::send(
+            conn.as_fd(),
+            &Reply::Error {
+                message: format!("this sandbox's supervisor speaks control protocol {VERSION}, the caller {version}: use the same warden for both"),
+            },
+            &[],
+        )
+        .map(|()| false),
+        _ => Ok(false),
+    }
+}
+
+fn serve(
+    shared: &Arc<Shared>,
+    conn: &OwnedFd,
+    place: Place,
+) -> Result<(), protocol::ProtocolError> {
+    if !greet(shared, conn, place)? {
+        return Ok(());
     }
     let (req, fds) = protocol::receive::<Request>(conn)?;
     let reply = |r: &Reply| protocol::send(conn.as_fd(), r, &[]);
+    if place == Place::KeptBack && !kept_back_serves(&req) {
+        return reply(&Reply::Error {
+            message: format!(
+                "the supervisor serves {} connections at most (and a stop or a status past them); try again",
+                connection_bound()
+            ),
+        });
+    }
     if pause::needs_processes(&req) && pause::paused_since(shared).is_some() {
         return reply(&pause::refused_paused(shared));
     }

@@ -35,8 +35,15 @@ use warden_jail::spawn;
 use warden_jail::{Pid, Program};
 use warden_protocol::spawn::{FromInit, ToInit};
 
-/// Connections served at once; more are refused.
+/// Connections served at once; more are refused, except into the places
+/// kept back ([`KEPT_BACK`]).
 const MAX_CONNECTIONS: usize = 256;
+/// Places past the bound kept for a stop or a status only: a caller whose
+/// commands hold every other connection (each exec holds one for as long
+/// as its command runs) cannot make the supervisor refuse its owner's stop.
+/// Such a connection has the hello's few seconds for its request too, so
+/// a silent one does not keep its place.
+const KEPT_BACK: usize = 8;
 /// How often an exec's connection is looked at for a caller that left
 /// (`exec -d`, or killed): its slot goes back then.
 const CALLER_CHECK: Duration = Duration::from_millis(500);
@@ -106,6 +113,8 @@ struct Shared {
     secret_names: Vec<String>,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
+    /// Connections in the places kept back for a stop or a status.
+    kept_back: AtomicU64,
     /// Requests accepted and notices received so far: the supervisor is
     /// idle while this stays the same ([`idle::Idle`]).
     activity: AtomicU64,
@@ -487,6 +496,7 @@ impl Service {
             secret_names: self.secret_names.clone(),
             cgroups,
             connections: AtomicU64::new(0),
+            kept_back: AtomicU64::new(0),
             activity: AtomicU64::new(0),
             allowlist: self.allowlist.clone(),
             approvals: self.approvals.clone(),
@@ -533,6 +543,14 @@ impl Service {
         told.push_str(&format!("ready {}\n", init.as_raw()));
         self.ready.tell(&told);
     }
+}
+
+/// The connections served at once before the places kept back: the
+/// bound, or a test's lower one.
+fn connection_bound() -> usize {
+    warden_policy::TestHooks::current()
+        .supervisor_connections
+        .unwrap_or(MAX_CONNECTIONS)
 }
 
 /// SIGTERM to every process, then, after `grace` (or as soon as none is
