@@ -1,20 +1,26 @@
 //! What a token may take of the host: how many sandboxes, how much
-//! memory and disk each may be given, and how much all of its sandboxes
-//! together. The owner's own calls are bounded by none of it.
+//! memory, disk, processes and open files each may be given, and how
+//! much all of its sandboxes together. The owner's own calls are bounded
+//! by none of it. Each start of a token's sandbox is held to its quotas
+//! again ([`start`]).
 //!
 //! Three checks, made when a token's sandbox has just been made and
 //! before it is recorded (under [`App::quota_lock`], so that two creates
 //! at once cannot both pass; a refused sandbox is removed):
 //!
 //! 1. **Each sandbox within the host's defaults.** A token's sandbox gets
-//!    at most the memory and disk the host gives a sandbox by default,
+//!    at most the memory, disk, processes (`resources.pids`) and open
+//!    files per process (`resources.open_files`) the host gives a
+//!    sandbox by default,
 //!    unless a profile of the owner's that the request names sets more
 //!    (the owner's profile is then the ceiling, as the trust rule holds
 //!    it; the disk of the memory it grants, half of it, comes with it).
 //! 2. **The token's quotas**: sandboxes at once, memory limits together
 //!    (each at what its cgroup may hold, `warden_runtime::backend::memory_held`:
 //!    a gVisor sandbox's limit and runsc's sentry and gofer beside it, a
-//!    VM's guest RAM and the VMM's overhead),
+//!    VM's guest RAM and the VMM's overhead), processes together (each at
+//!    its `resources.pids`: a share of the host's PID space, which a
+//!    token's own `--max-sandboxes` does not raise),
 //!    disk budgets together (with its sandboxes' audit logs and its
 //!    snapshots, which are on the host's disk too). A token's own record sets them (`warden token
 //!    create --max-sandboxes --max-memory`); where it does not, the
@@ -758,19 +764,22 @@ mod tests {
 
     #[test]
     fn the_configured_quotas_read_sizes_and_refuse_zero() {
-        let q: Quotas = serde_saphyr::from_str("sandboxes: 3\nmemory: 2G\ndisk: 512M\n").unwrap();
+        let q: Quotas =
+            serde_saphyr::from_str("sandboxes: 3\nmemory: 2G\ndisk: 512M\npids: 4096\n").unwrap();
         assert_eq!(
             q,
             Quotas {
                 sandboxes: Some(3),
                 memory: Some(2 << 30),
                 disk: Some(512 << 20),
-                pids: None,
+                pids: Some(4096),
             }
         );
         assert!(q.check().is_ok());
-        let zero: Quotas = serde_saphyr::from_str("sandboxes: 0\n").unwrap();
-        assert!(zero.check().is_err());
+        for zero in ["sandboxes: 0\n", "pids: 0\n"] {
+            let zero: Quotas = serde_saphyr::from_str(zero).unwrap();
+            assert!(zero.check().is_err());
+        }
         assert!(serde_saphyr::from_str::<Quotas>("memory: lots\n").is_err());
     }
 }
