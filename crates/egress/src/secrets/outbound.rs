@@ -14,7 +14,7 @@
 //! value's hash, never the value.
 
 use super::paid::Bill;
-use super::ruled::Prefixed;
+use super::paid::Prefixed;
 use super::{BoxError, OutBody};
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -17,7 +17,6 @@
 //! Nothing here decides whether a request may go, or answers it.
 
 use super::rewrite::{Blocked, Patterns, Rewriter};
-use super::ruled::Prefixed;
 use super::{BoxError, OutBody, BUFFER_LIMIT};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -213,6 +212,55 @@ pub(super) async fn substituted(
         len,
         replaced,
     })
+}
+
+/// A body whose first frames were read already, and what holding them
+/// costs the proxy's memory budget (given back once they are passed on).
+pub(super) struct Prefixed {
+    read: VecDeque<Frame<Bytes>>,
+    rest: Option<OutBody>,
+    bill: Option<Bill>,
+}
+
+impl Prefixed {
+    #[cfg(test)]
+    pub(super) fn new(read: VecDeque<Frame<Bytes>>, rest: Option<OutBody>) -> Prefixed {
+        Prefixed::paid(read, rest, None)
+    }
+
+    /// `read` paid for by `bill`, in front of `rest`.
+    pub(super) fn paid(
+        read: VecDeque<Frame<Bytes>>,
+        rest: Option<OutBody>,
+        bill: Option<Bill>,
+    ) -> Prefixed {
+        Prefixed { read, rest, bill }
+    }
+}
+
+impl Body for Prefixed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(f) = self.read.pop_front() {
+            if self.read.is_empty() {
+                self.bill = None;
+            }
+            return Poll::Ready(Some(Ok(f)));
+        }
+        match self.rest.as_mut() {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! `Content-Length` is read as chunked (RFC 9112, 6.1) and the connection
 //! is closed after its answer, so nothing behind it is read at all.
 
-use super::paid::{Bill, Unpaid};
+use super::paid::{Bill, Prefixed, Unpaid};
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::requests::{rpc_labels, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
@@ -338,55 +338,6 @@ fn unpaid_refusal(
     let mut r = forbidden(Reason::MemoryBudget, &why);
     *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     r
-}
-
-/// A body whose first frames were read already, and what holding them
-/// costs the proxy's memory budget (given back once they are passed on).
-pub(super) struct Prefixed {
-    read: VecDeque<Frame<Bytes>>,
-    rest: Option<OutBody>,
-    bill: Option<Bill>,
-}
-
-impl Prefixed {
-    #[cfg(test)]
-    pub(super) fn new(read: VecDeque<Frame<Bytes>>, rest: Option<OutBody>) -> Prefixed {
-        Prefixed::paid(read, rest, None)
-    }
-
-    /// `read` paid for by `bill`, in front of `rest`.
-    pub(super) fn paid(
-        read: VecDeque<Frame<Bytes>>,
-        rest: Option<OutBody>,
-        bill: Option<Bill>,
-    ) -> Prefixed {
-        Prefixed { read, rest, bill }
-    }
-}
-
-impl Body for Prefixed {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(f) = self.read.pop_front() {
-            if self.read.is_empty() {
-                self.bill = None;
-            }
-            return Poll::Ready(Some(Ok(f)));
-        }
-        match self.rest.as_mut() {
-            Some(rest) => Pin::new(rest).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.read.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
-    }
 }
 
 /// A body that counts the bytes it carries into `count`, and hands its
