@@ -161,7 +161,7 @@ async fn upgraded(
         let s = s.clone();
         Box::new(move |n: usize| {
             let why = format!(
-                "closed: the WebSocket to {} was sent {n} bytes behind its upgrade request before the server's 101, which were never decided as a request; nothing of them was relayed",
+                "closed: the WebSocket to {} was sent {n} bytes behind its upgrade request that are not a client's WebSocket frame (sent before the server's 101, or a request written behind it), which were never decided as a request; nothing of them was relayed",
                 s.name
             );
             (s.record)(s.refusal(Reason::BytesBeforeUpgrade, why));
