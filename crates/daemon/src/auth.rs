@@ -114,6 +114,31 @@ pub struct Route {
     pub data: bool,
 }
 
+impl Route {
+    /// A door's own place, outside the scope table, for the record of a
+    /// refusal made there (the E2B door's sandbox API, a session's
+    /// check): `path` names the place, `method` is the request's as the
+    /// table spells methods (`*` for one it does not).
+    pub fn refused_at(method: &Method, path: &'static str) -> Route {
+        let method = match *method {
+            Method::GET => "GET",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::PATCH => "PATCH",
+            Method::DELETE => "DELETE",
+            Method::HEAD => "HEAD",
+            Method::OPTIONS => "OPTIONS",
+            _ => "*",
+        };
+        Route {
+            method,
+            path,
+            scope: None,
+            data: false,
+        }
+    }
+}
+
 const fn r(method: &'static str, path: &'static str, scope: Scope, data: bool) -> Route {
     Route {
         method,

@@ -153,11 +153,18 @@ fn current(
     path: &'static str,
     headers: &HeaderMap,
 ) -> Result<(String, session::Session), ApiError> {
-    let unknown = ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        session::SessionError::Unknown.to_string(),
-    );
+    let name = if *method == axum::http::Method::GET {
+        "GET"
+    } else {
+        "POST"
+    };
+    // A cookie that names no live session is a refused credential,
+    // recorded as a bad Bearer is.
+    let unknown = || {
+        let why = session::SessionError::Unknown.to_string();
+        unauthenticated(app, name, path, &why);
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+    };
     let csrf = headers
         .get(session::CSRF_HEADER)
         .and_then(|v| v.to_str().ok());
@@ -168,15 +175,22 @@ fn current(
             csrf,
             warden_runtime::state::now_ms(),
         )
-        .ok_or(unknown)?;
-    let name = if *method == axum::http::Method::GET {
-        "GET"
-    } else {
-        "POST"
-    };
+        .ok_or_else(unknown)?;
     session::check_request(&s, method, headers, csrf)
         .map_err(|e| refused(app, &session_caller(app, &s), name, path, e))?;
     Ok((id, s))
+}
+
+/// Record a dashboard call refused for its credential (a session that is
+/// not live, a token that no longer stands) in the daemon's audit log.
+fn unauthenticated(app: &App, method: &'static str, path: &'static str, why: &str) {
+    let route = auth::Route {
+        method,
+        path,
+        scope: None,
+        data: false,
+    };
+    app.record_unauthenticated(&route, &format!("browser session: {why}"));
 }
 
 /// Who a session stands for in a record: its token, or nobody when the
@@ -201,18 +215,14 @@ async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Respo
     let row = match found.map(|r| r.map(|row| auth::standing(&app.store, row))) {
         Ok(Some(Ok(row))) => row,
         Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                format!("{e}: log in again"),
-            ))
+            let why = format!("{e}: log in again");
+            unauthenticated(&app, "GET", "/session", &why);
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why));
         }
         Ok(_) => {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                format!("the token {} was revoked: log in again", s.token_id),
-            ))
+            let why = format!("the token {} was revoked: log in again", s.token_id);
+            unauthenticated(&app, "GET", "/session", &why);
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why));
         }
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };

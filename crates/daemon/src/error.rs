@@ -69,6 +69,12 @@ impl ApiError {
         self.problem.field = field.map(str::to_string);
         self
     }
+
+    /// The problem's reason code below its class.
+    pub fn with_reason(mut self, reason: Option<&str>) -> ApiError {
+        self.problem.reason = reason.map(str::to_string);
+        self
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -197,14 +203,34 @@ impl From<ResolveError> for ApiError {
 impl From<LifecycleError> for ApiError {
     fn from(e: LifecycleError) -> ApiError {
         use warden_workspace::StoreError;
+        let store_code = match &e {
+            LifecycleError::Store(s) => s.code(),
+            _ => None,
+        };
         match e {
             LifecycleError::Resolve(r) => (*r).into(),
-            LifecycleError::Store(StoreError::NotFound(_)) => ApiError::not_found(chain(&e)),
-            LifecycleError::Store(StoreError::Exists(_)) => ApiError::conflict(chain(&e)),
+            // The store's own words are the command line's: its refusals
+            // are worded here by their code, for the API.
+            LifecycleError::Store(StoreError::NotFound(name)) => {
+                ApiError::not_found(format!("no sandbox {name:?}: GET /v1/sandboxes lists them"))
+                    .with_reason(store_code)
+            }
+            // The same words whoever holds the name (another caller's
+            // sandbox, a pooled one, the caller's own): the 409 itself
+            // says the name is in use, and nothing more is told.
+            LifecycleError::Store(StoreError::Exists(name)) => ApiError::conflict(format!(
+                "the name {name:?} is taken: choose another name"
+            ))
+            .with_field(Some("/name"))
+            .with_reason(store_code),
             LifecycleError::Store(StoreError::InvalidName { .. }) => {
                 ApiError::bad_request(chain(&e)).with_field(Some("/name"))
             }
-            LifecycleError::Store(StoreError::InUse { .. }) => ApiError::conflict(chain(&e)),
+            // No host PID: the caller is told what to do, not the process.
+            LifecycleError::Store(StoreError::InUse { name, .. }) => ApiError::conflict(format!(
+                "sandbox {name} is in use: wait for its command to end, or stop it (POST /v1/sandboxes/{name}/stop)"
+            ))
+            .with_reason(store_code),
             LifecycleError::Store(StoreError::Workspace { .. } | StoreError::NotADirectory(_)) => {
                 ApiError::bad_request(chain(&e)).with_field(Some("/workspace"))
             }

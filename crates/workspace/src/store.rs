@@ -81,6 +81,25 @@ pub enum StoreError {
     Fs(#[from] FsError),
 }
 
+impl StoreError {
+    /// The stable reason code of a refusal that each door words itself
+    /// (this type's own messages are the command line's), `None` for a
+    /// fault of the host.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            StoreError::InvalidName { .. } => Some("invalid_name"),
+            StoreError::Exists(_) => Some(NAME_TAKEN),
+            StoreError::NotFound(_) => Some("no_such_sandbox"),
+            StoreError::InUse { .. } => Some("in_use"),
+            _ => None,
+        }
+    }
+}
+
+/// The reason code of [`StoreError::Exists`]: the name is in use, by
+/// whichever sandbox (a door that serves several callers says only that).
+pub const NAME_TAKEN: &str = "name_taken";
+
 /// warden's state directory: `$WARDEN_STATE_DIR` when set; `/var/lib/warden`
 /// for the host's root (`host_root`: UID 0 of the initial user namespace,
 /// not of a user namespace, which cannot write the host's `/var/lib`);

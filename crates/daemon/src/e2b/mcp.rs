@@ -424,17 +424,24 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|v| v.trim().to_string());
+    // A refused MCP token is recorded in the daemon's log as any refused
+    // credential is.
+    let route = auth::Route::refused_at(req.method(), "/e2b/mcp");
     let Some(key) = key.filter(|k| !k.is_empty()) else {
-        return answer::error(
-            StatusCode::UNAUTHORIZED,
-            "no MCP token: send `Authorization: Bearer TOKEN` with the token get_mcp_token() answers",
-        );
+        let why = "no MCP token: send `Authorization: Bearer TOKEN` with the token get_mcp_token() answers";
+        e.app.record_unauthenticated(&route, why);
+        return answer::error(StatusCode::UNAUTHORIZED, why);
     };
     let (e2, sid) = (e.clone(), id.clone());
     let checked = tokio::task::spawn_blocking(move || check(&e2, &sid, &key)).await;
     let (parent, native) = match checked {
         Ok(Ok(c)) => c,
-        Ok(Err(r)) => return answer::error(r.status, r.message),
+        Ok(Err(r)) => {
+            if r.status == StatusCode::UNAUTHORIZED {
+                e.app.record_unauthenticated(&route, &r.message);
+            }
+            return answer::error(r.status, r.message);
+        }
         Err(err) => return answer::error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
     };
     let service = {
@@ -465,6 +472,10 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
     parts.headers.insert(header::AUTHORIZATION, bearer);
     // Never the owner's socket, whatever the request carried.
     parts.extensions.insert(crate::routes::Transport::Tcp);
+    // Whom a refusal of the session's checks is recorded under.
+    parts
+        .extensions
+        .insert(crate::mcp::http::RecordedAs(parent.clone()));
     // A message is read whole by the MCP service: bounded as the API's
     // bodies are.
     let body = axum::body::Body::new(http_body_util::Limited::new(body, e.app.limits.body_bytes));

@@ -285,9 +285,12 @@ pub(crate) struct Target {
 
 /// The caller an `X-Access-Token` names for `sandbox`: a sandbox's envd
 /// access token (that token's power over that sandbox only), or a warden
-/// token.
+/// token. A refusal is recorded in the daemon's log at `route` as a
+/// refused credential (a warden token's by [`check_token`]), bounded as
+/// every refusal is: a loop guessing keys leaves its trace.
 fn check_access(
     app: &App,
+    route: &auth::Route,
     sandbox: &str,
     value: Option<&str>,
 ) -> Result<Caller, (StatusCode, String)> {
@@ -297,6 +300,28 @@ fn check_access(
     else {
         return check_token(app, value);
     };
+    let checked = key_access(app, sandbox, key);
+    record_refused(app, route, &checked);
+    checked
+}
+
+/// Record a refusal of a credential at the sandbox API: a key or a
+/// signature that is not one, a sandbox's key it outlived (the 502 E2B
+/// gives a killed sandbox's). A fault of the daemon's own, or a request
+/// that does not fit, is no refusal of the caller's credential.
+fn record_refused<T>(app: &App, route: &auth::Route, checked: &Result<T, (StatusCode, String)>) {
+    if let Err((status, why)) = checked {
+        if matches!(
+            *status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::BAD_GATEWAY
+        ) {
+            app.record_unauthenticated(route, why);
+        }
+    }
+}
+
+/// [`check_access`] for an envd access token `key`.
+fn key_access(app: &App, sandbox: &str, key: &str) -> Result<Caller, (StatusCode, String)> {
     let db = app.db().map_err(|e| (e.status, e.problem.message))?;
     let keys = db
         .e2b_keys(Some(sandbox))
@@ -395,8 +420,22 @@ struct SignedQuery {
 /// The caller and file a signed `/files` request (no token) stands for:
 /// the signature checked against the envd access tokens (of the sandbox
 /// `E2b-Sandbox-Id` names, or of every sandbox when none is named, as in
-/// a URL the SDK made for `E2B_SANDBOX_URL`).
+/// a URL the SDK made for `E2B_SANDBOX_URL`). A signature refused (none,
+/// forged, expired, of a removed sandbox) is recorded in the daemon's log
+/// as a refused credential.
 fn signed_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCode, String)> {
+    let checked = signature_caller(app, req);
+    let route = auth::Route::refused_at(req.method(), SIGNED_URL);
+    record_refused(app, &route, &checked);
+    checked
+}
+
+/// Where the records of the sandbox API's refusals place them: a call
+/// with `X-Access-Token`, and a signed file URL.
+const SANDBOX_API: &str = "/e2b/envd";
+const SIGNED_URL: &str = "/e2b/files?signature";
+
+fn signature_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCode, String)> {
     let unauthorized = |m: String| (StatusCode::UNAUTHORIZED, m);
     let op = match *req.method() {
         axum::http::Method::GET => signing::Operation::Read,
@@ -525,7 +564,8 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
                 "no E2b-Sandbox-Id header: point the SDK at warden with E2B_SANDBOX_URL, which sends it".into(),
             );
         };
-        check_access(&e.app, &id, token.as_deref()).map(|c| {
+        let route = auth::Route::refused_at(req.method(), SANDBOX_API);
+        check_access(&e.app, &route, &id, token.as_deref()).map(|c| {
             (
                 c,
                 Target {
@@ -569,6 +609,12 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     })
     .await
     .unwrap_or((false, false));
+    if !reached {
+        // Recorded as the native door records a call for a sandbox the
+        // caller does not reach: a missing one and another's alike.
+        let route = auth::Route::refused_at(req.method(), SANDBOX_API);
+        e.app.record_denial(&caller, &route, permit::NOT_REACHED);
+    }
     if !reached || (!running && req.uri().path() != "/health") {
         let message = format!(
             "sandbox {} was not found: it was killed, or its timeout ended",

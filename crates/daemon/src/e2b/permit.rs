@@ -114,4 +114,4 @@ pub(crate) fn permit(
 /// What the audit log says of a call for a sandbox the caller does not
 /// reach: the same words whether it exists or not, since the log's
 /// records of one are written by the same path as the other's.
-const NOT_REACHED: &str = "no sandbox of this id is this caller's";
+pub(super) const NOT_REACHED: &str = "no sandbox of this id is this caller's";

@@ -5,7 +5,10 @@
 //! it. A session begun by another caller is answered exactly as an
 //! unknown one (404), so neither its stream, nor its questions, nor its
 //! end, nor its sandboxes' list reach anyone but the caller that began
-//! it, and no route of the session can forget the check.
+//! it, and no route of the session can forget the check. Each such
+//! refusal, and each new session past a bound, is recorded in the
+//! daemon's audit log under its caller (in the same words for another's
+//! session and an unknown one), bounded as every refusal is.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -16,7 +19,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::auth::Caller;
+use crate::app::App;
+use crate::auth::{Caller, Recorded, Route};
 
 /// The header that names a session (`Mcp-Session-Id`).
 const SESSION: &str = "mcp-session-id";
@@ -38,6 +42,37 @@ const UNUSED: Duration = Duration::from_secs(300 + 30);
 #[derive(Default)]
 pub(super) struct Bindings {
     map: Mutex<Live>,
+}
+
+/// One `/mcp` endpoint's check: its bindings, and where its refusals are
+/// recorded (the daemon's log, at `path`).
+pub(super) struct Door {
+    pub bindings: Bindings,
+    pub app: Arc<App>,
+    pub path: &'static str,
+}
+
+/// The token a request's refusal is recorded under where no [`Caller`]
+/// is on it: the E2B door's per-sandbox MCP puts the token its MCP token
+/// stands for here.
+#[derive(Debug, Clone)]
+pub struct RecordedAs(pub String);
+
+/// Who a refusal is recorded under: the request's caller, else the token
+/// the door that let it in named, else nobody.
+struct Refused<'a>(Option<&'a str>);
+
+impl Recorded for Refused<'_> {
+    fn recorded_token(&self) -> Option<&str> {
+        self.0
+    }
+}
+
+fn recorded_under(req: &Request) -> Refused<'_> {
+    match req.extensions().get::<Caller>() {
+        Some(c) => Refused(c.token_id()),
+        None => Refused(req.extensions().get::<RecordedAs>().map(|r| r.0.as_str())),
+    }
 }
 
 #[derive(Default)]
@@ -147,10 +182,14 @@ fn missing() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
+/// What the daemon's log says of a session named that is not one of the
+/// caller's: the same words for another caller's and an unknown one.
+const NOT_HELD: &str = "MCP session: the Mcp-Session-Id is not one of this caller's live sessions";
+
 /// The answer to a session past a bound: 429 with the reason, as the
 /// API words a quota (`code`, `message`).
-fn refused(full: Full) -> Response {
-    let (status, message) = match full {
+fn refused(full: &Full) -> (StatusCode, String) {
+    match full {
         Full::Caller => (
             StatusCode::TOO_MANY_REQUESTS,
             format!("this caller has {PER_CALLER} MCP sessions open, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one idle out"),
@@ -159,17 +198,18 @@ fn refused(full: Full) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the daemon serves {MOST} MCP sessions, the most it may; try again later"),
         ),
-    };
+    }
+}
+
+fn refused_answer((status, message): (StatusCode, String)) -> Response {
     let body = serde_json::json!({"code": "quota", "message": message});
     (status, axum::Json(body)).into_response()
 }
 
 /// The middleware: see the module's comment.
-pub(super) async fn layer(
-    State(bindings): State<Arc<Bindings>>,
-    req: Request,
-    next: Next,
-) -> Response {
+pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Next) -> Response {
+    let bindings = &door.bindings;
+    let route = Route::refused_at(req.method(), door.path);
     let who = caller_of(&req);
     let owner = matches!(req.extensions().get::<Caller>(), Some(Caller::Owner));
     let named = req
@@ -182,7 +222,12 @@ pub(super) async fn layer(
             // bound and the daemon's: bound to its caller as its ID leaves.
             let _place = match bindings.begin(who, owner) {
                 Ok(place) => place,
-                Err(full) => return refused(full),
+                Err(full) => {
+                    let said = refused(&full);
+                    let why = format!("MCP session: {}", said.1);
+                    door.app.record_denial(&recorded_under(&req), &route, &why);
+                    return refused_answer(said);
+                }
             };
             let res = next.run(req).await;
             if let Some(id) = res.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
@@ -190,12 +235,13 @@ pub(super) async fn layer(
             }
             return res;
         }
-        Some(Ok(s)) => s,
-        Some(Err(_)) => return missing(),
+        Some(Ok(s)) if bindings.holds(&s, &who) => s,
+        Some(_) => {
+            door.app
+                .record_denial(&recorded_under(&req), &route, NOT_HELD);
+            return missing();
+        }
     };
-    if !bindings.holds(&session, &who) {
-        return missing();
-    }
     let delete = req.method() == Method::DELETE;
     let res = next.run(req).await;
     if res.status() == StatusCode::NOT_FOUND || (delete && res.status().is_success()) {

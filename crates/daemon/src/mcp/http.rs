@@ -11,15 +11,26 @@ use std::sync::Arc;
 use super::{Session, Settings};
 use crate::app::App;
 
+pub use super::bound::RecordedAs;
+
+/// The session check of an endpoint at `path` (see [`super::bound`]).
+fn bound(app: Arc<App>, path: &'static str) -> Arc<super::bound::Door> {
+    Arc::new(super::bound::Door {
+        bindings: super::bound::Bindings::default(),
+        app,
+        path,
+    })
+}
+
 /// The service mounted at `/mcp`: one [`Session`] per MCP session, ended
 /// by its client or after five minutes without a request (its sandboxes
 /// are then removed, unless kept).
 pub fn service(app: Arc<App>) -> axum::Router {
     axum::Router::new()
-        .route_service("/mcp", sessions(app))
+        .route_service("/mcp", sessions(app.clone()))
         .layer(axum::middleware::from_fn(ended_is_no_content))
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(super::bound::Bindings::default()),
+            bound(app, "/mcp"),
             super::bound::layer,
         ))
 }
@@ -88,6 +99,7 @@ pub fn one_sandbox(app: Arc<App>, sandbox: String) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .enforce_origin_validation();
+    let door = bound(app.clone(), "/e2b/mcp");
     let service = StreamableHttpService::new(
         move || Ok(Session::adopting(app.clone(), settings.clone(), &sandbox)),
         Arc::new(LocalSessionManager::default()),
@@ -97,7 +109,7 @@ pub fn one_sandbox(app: Arc<App>, sandbox: String) -> axum::Router {
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn(ended_is_no_content))
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(super::bound::Bindings::default()),
+            door,
             super::bound::layer,
         ))
 }

@@ -415,7 +415,12 @@ fn browser(
     req: &mut Request,
 ) -> Result<(Caller, String), ApiError> {
     use crate::session::{given_csrf, strip_csrf};
-    let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
+    // A cookie that names no live session, or a session whose token no
+    // longer stands, is a refused credential: recorded as a bad Bearer is.
+    let unauthorized = |m: String| {
+        app.record_unauthenticated(route, &format!("browser session: {m}"));
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m)
+    };
     let csrf = given_csrf(req.method(), req.headers(), req.uri());
     let (id, s) = app
         .sessions
