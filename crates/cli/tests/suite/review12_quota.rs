@@ -220,6 +220,10 @@ fn a_tokens_create_asking_more_processes_or_open_files_than_the_default_is_refus
     let (s, b) =
         t(r#"{"name":"fewer","start":false,"spec":{"resources":{"pids":64,"open_files":4096}}}"#);
     assert_eq!(s, 201, "{b}");
+    // An owner's profile that sets more is the ceiling: the built-in
+    // desktop profile's 2,048 processes are a token's to take.
+    let (s, b) = t(r#"{"name":"desk","profile":"desktop","start":false}"#);
+    assert_eq!(s, 201, "{b}");
     // The owner is held to none of it.
     let (s, b) = call_on(
         &d,
