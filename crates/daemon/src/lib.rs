@@ -299,7 +299,19 @@ impl Bound {
         // Each listener is served by its own loop and bounds: a crowd on
         // TCP takes no place, and no descriptor, from the owner's socket.
         let (bounds, timeouts) = (self.bounds, self.timeouts);
-        let unix = owner_runtime(self.unix, unix_router, stop_rx.clone())?;
+        // A peer the owner's socket refuses (another user, another user
+        // namespace) is recorded as a call refused for its credential.
+        let app = self.app.clone();
+        let on_refused: listen::OnRefused = Arc::new(move |why: &str| {
+            let route = auth::Route {
+                method: "*",
+                path: "(the owner's socket)",
+                scope: None,
+                data: false,
+            };
+            app.record_unauthenticated(&route, why);
+        });
+        let unix = owner_runtime(self.unix, unix_router, stop_rx.clone(), on_refused)?;
         // The API answers loopback, localhost and the owner's names; the
         // E2B door also its sandboxes' `PORT-ID.localhost` hosts.
         let api_hosts = Arc::new(host::Hosts {
@@ -364,6 +376,7 @@ fn owner_runtime(
     listener: std::os::unix::net::UnixListener,
     router: axum::Router,
     stop: tokio::sync::watch::Receiver<bool>,
+    on_refused: listen::OnRefused,
 ) -> Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>, ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(OWNER_WORKERS)
@@ -381,7 +394,7 @@ fn owner_runtime(
         .spawn(move || {
             let result = rt.block_on(async move {
                 let listener = tokio::net::UnixListener::from_std(listener)?;
-                listen::serve_unix(listener, router, stop).await
+                listen::serve_unix(listener, router, stop, on_refused).await
             });
             // Work still running (a terminal's last record) gets a moment.
             rt.shutdown_timeout(std::time::Duration::from_secs(2));

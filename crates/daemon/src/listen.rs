@@ -254,12 +254,18 @@ pub async fn serve_tcp(
     Ok(())
 }
 
+/// What is done with a peer the owner's socket refuses besides telling it
+/// why: the daemon records the refusal in its audit log.
+pub type OnRefused = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Serve `router` on the owner's Unix socket until `stop` says so: only
-/// to the owner on the host, within bounds of its own.
+/// to the owner on the host, within bounds of its own; a peer refused is
+/// handed to `refused`.
 pub async fn serve_unix(
     listener: tokio::net::UnixListener,
     router: Router,
     stop: watch::Receiver<bool>,
+    refused: OnRefused,
 ) -> std::io::Result<()> {
     let places = Arc::new(Semaphore::new(MAX_PER_LISTENER));
     let mut stopping = stop.clone();
@@ -286,7 +292,11 @@ pub async fn serve_unix(
         };
         if let Err(why) = warden_runtime::peer::check(&stream) {
             tracing::warn!("refused a connection on the daemon's socket: {why}");
-            tokio::spawn(refuse(stream, why.to_string(), held));
+            let (why, refused) = (why.to_string(), refused.clone());
+            tokio::spawn(async move {
+                refused(&why);
+                refuse(stream, why, held).await;
+            });
             continue;
         }
         tokio::spawn(connection(stream, router.clone(), held, stop.clone()));

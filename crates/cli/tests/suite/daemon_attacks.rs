@@ -617,6 +617,13 @@ fn a_process_in_another_user_namespace_is_refused_by_the_owners_socket() {
             other.ends_with("403") && other.contains("user namespace"),
             "the owner's UID in another user namespace: {other}"
         );
+        // The refusal is recorded in the daemon's audit log.
+        let log = std::fs::read_to_string(wstate.join("daemon-audit.jsonl")).unwrap_or_default();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("api_denied") && l.contains("(the owner's socket)")),
+            "no record of the refused peer: {log}"
+        );
     });
     let _ = child.kill();
     let _ = child.wait();

@@ -202,6 +202,35 @@ fn each_refused_envd_key_signature_foreign_mcp_session_and_dead_browser_session_
         "a refused credential is never written"
     );
 
+    // A token without the mcp scope asks for its own sandbox's MCP token.
+    let c = token(
+        &d.state,
+        "c",
+        &["sandboxes:read", "sandboxes:write", "files"],
+    );
+    let (s, made) = exchange(
+        "POST",
+        &format!("http://{e2b}/sandboxes"),
+        &[("x-api-key", &c)],
+        Some(r#"{"templateID":"base","timeout":300}"#),
+        &[],
+    );
+    assert!(s == 200 || s == 201, "{s} {made}");
+    let own = json(&made)["sandboxID"].as_str().unwrap().to_string();
+    let (s, answer) = exchange(
+        "GET",
+        &format!("http://{e2b}/files?path=/etc/mcp-gateway/.token"),
+        &[("x-access-token", &c), ("e2b-sandbox-id", &own)],
+        None,
+        &[],
+    );
+    assert_eq!(s, 403, "{answer}");
+    let under_c = format!("\"token\":\"{}\"", id_of(&c));
+    let of_c = denied(log, |l| {
+        l.contains("/e2b/mcp-token") && l.contains(&under_c)
+    });
+    assert_eq!(of_c.len(), 1, "{:?}", denied(log, |_| true));
+
     // B names A's MCP session, then one nobody began: the same 404, and
     // one line each under B, in the same words.
     let (code, head) = mcp(&tcp, a, None, INITIALIZE);

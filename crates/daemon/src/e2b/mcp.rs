@@ -137,8 +137,25 @@ fn enable(app: &App, id: &str) -> Result<(), Refusal> {
 
 /// The MCP token of `caller` for sandbox `id` (made with `mcp`): the one
 /// it has, replaced by `chosen` when the client picked one, or a new one.
-/// Blocking.
+/// A caller refused one (the owner, a token without the scopes) is
+/// recorded in the daemon's log as any refused call is. Blocking.
 pub fn mint(e: &E2b, caller: &Caller, id: &str, chosen: Option<&str>) -> Result<String, Refusal> {
+    let minted = mint_for(e, caller, id, chosen);
+    if let Err(r) = &minted {
+        if r.status == StatusCode::FORBIDDEN {
+            let route = auth::Route {
+                method: "*",
+                path: "/e2b/mcp-token",
+                scope: Some(Scope::Mcp),
+                data: false,
+            };
+            e.app.record_denial(caller, &route, &r.message);
+        }
+    }
+    minted
+}
+
+fn mint_for(e: &E2b, caller: &Caller, id: &str, chosen: Option<&str>) -> Result<String, Refusal> {
     let Caller::Token(t) = caller else {
         return Err(refuse(
             StatusCode::FORBIDDEN,
