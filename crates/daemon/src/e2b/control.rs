@@ -349,6 +349,18 @@ pub async fn kill(
     }
 }
 
+/// Whether `id` has no supervisor running (one paused to its disk whose
+/// supervisor ended).
+async fn supervisor_gone(app: &Arc<App>, id: &str) -> bool {
+    let (app, id) = (app.clone(), id.to_string());
+    sandboxes::blocking(move || {
+        let sb = app.sandbox(&id)?;
+        Ok(!warden_runtime::lifecycle::liveness(&sb).running())
+    })
+    .await
+    .unwrap_or(false)
+}
+
 /// Kill a sandbox kept by its metadata: stopped (a paused one resumed
 /// first, so that its processes can end), and no longer paused for E2B.
 async fn keep(e: &E2b, caller: &Caller, info: &SandboxInfo) -> Result<(), Response> {
@@ -362,6 +374,12 @@ async fn keep(e: &E2b, caller: &Caller, info: &SandboxInfo) -> Result<(), Respon
         l.remove(ON_TIMEOUT);
     })
     .await?;
+    // Paused to its disk by a supervisor that is gone: stopped and kept
+    // already. Resuming it only to stop it would be a new run, held to
+    // the token's quotas: a token over its quota could never kill it.
+    if seen == Seen::Paused && supervisor_gone(&e.app, &id).await {
+        return Ok(());
+    }
     if seen == Seen::Paused {
         let _resumed = crate::routes::pause::resume(
             State(e.app.clone()),
