@@ -569,12 +569,13 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
     use super::*;
 
-    #[test]
-    fn a_supervisor_that_predates_the_files_request_is_named_as_such() {
+    /// A control socket at a fresh `dir/control.sock` of a supervisor
+    /// played by the test, listening with `backlog`.
+    fn played_supervisor(tag: &str, backlog: i32) -> (PathBuf, PathBuf, OwnedFd) {
         use nix::sys::socket::{
             bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
         };
-        let dir = std::env::temp_dir().join(format!("warden-old-sup-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("warden-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("control.sock");
@@ -586,7 +587,13 @@ mod tests {
         )
         .unwrap();
         bind(sock.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
-        listen(&sock, Backlog::new(1).unwrap()).unwrap();
+        listen(&sock, Backlog::new(backlog).unwrap()).unwrap();
+        (dir, path, sock)
+    }
+
+    #[test]
+    fn a_supervisor_that_predates_the_files_request_is_named_as_such() {
+        let (dir, path, sock) = played_supervisor("old-sup", 1);
         // An old supervisor: hello, then a request it cannot parse, upon
         // which it closes the connection.
         let old = std::thread::spawn(move || {
@@ -610,24 +617,9 @@ mod tests {
 
     #[test]
     fn a_supervisor_that_never_answers_the_hello_is_said_to_be_stuck_in_bounded_time() {
-        use nix::sys::socket::{
-            bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
-        };
-        let dir = std::env::temp_dir().join(format!("warden-stuck-sup-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("control.sock");
-        let sock = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        bind(sock.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
         // Listening (the connection is queued) but never accepting: a
         // supervisor stopped by a signal.
-        listen(&sock, Backlog::new(4).unwrap()).unwrap();
+        let (dir, path, _sock) = played_supervisor("stuck-sup", 4);
         let wait = std::time::Duration::from_millis(300);
         let start = std::time::Instant::now();
         let r = Connection::open_within(&path, wait);
