@@ -23,6 +23,21 @@ pub fn warden_bin() -> PathBuf {
 }
 
 /// `warden run ARGS -- sh -c SCRIPT`, without a terminal, stdin closed.
+/// Bytes held under `dir` (apparent sizes, as the quota prices a copy:
+/// a sparse file holds what its size says once copied).
+pub fn bytes_under(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Copy the program `from` to `to`, ready to run. The copy is written by a
 /// `cp` of its own: a write descriptor held by this process, even for a
 /// moment, would be inherited by another test's fork and make every exec of

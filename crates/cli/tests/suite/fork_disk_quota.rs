@@ -9,21 +9,6 @@ use crate::common::vm::{guest_release, vm_dir};
 use crate::common::*;
 use std::path::Path;
 
-/// Bytes held under `dir` (apparent sizes, as the quota prices a copy:
-/// a sparse file holds what its size says once copied).
-fn bytes_under(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => bytes_under(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
-            _ => 0,
-        })
-        .sum()
-}
-
 /// The sandboxes under `state` other than `source`.
 fn copies(state: &Path, source: &str) -> Vec<String> {
     std::fs::read_dir(state.join("warden/sandboxes"))

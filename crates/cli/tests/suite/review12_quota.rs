@@ -10,20 +10,6 @@ use crate::common::daemon::{
 use crate::common::*;
 use std::path::Path;
 
-/// Bytes held under `dir` (apparent sizes).
-fn bytes_under(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => bytes_under(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
-            _ => 0,
-        })
-        .sum()
-}
-
 /// A daemon with the E2B door whose tokens may keep `disk` of disk, and
 /// an owner's profile `small` (a template for E2B) of an 8M disk budget.
 fn daemon_with_small_template(state: &Path, disk: &str) -> Daemon {
