@@ -332,27 +332,45 @@ impl App {
     ) {
         let token = caller.recorded_token().map(str::to_string);
         let key = token.clone().unwrap_or_else(|| "-".into());
-        self.record_refusal(&key, token, route, why);
+        let admit = self.denials.admit(&key, std::time::Instant::now());
+        self.write_refusal(admit, "this caller", token, route, why);
     }
 
     /// Record a call refused for its credential (none, malformed, unknown,
     /// revoked) in the daemon's own audit log: a guessing loop leaves a
-    /// trace, bounded as one caller's refusals are (all such callers share
-    /// one window: they have no name to tell them apart).
-    pub fn record_unauthenticated(&self, route: &crate::auth::Route, why: &str) {
-        self.record_refusal("?unauthenticated", None, route, why);
+    /// trace, bounded per door and peer (see [`crate::denials`]), so that
+    /// one client's flood leaves every other door's and peer's first
+    /// refusals recorded in full.
+    pub fn record_unauthenticated(
+        &self,
+        door: crate::denials::Door,
+        peer: crate::denials::Peer,
+        route: &crate::auth::Route,
+        why: &str,
+    ) {
+        let (admit, key) = self
+            .denials
+            .admit_stranger(door, peer, std::time::Instant::now());
+        let who = if key.ends_with("|*") {
+            format!("callers without a token at the {} door", door.name())
+        } else {
+            format!("{peer} at the {} door", door.name())
+        };
+        let why = format!("{why} ({who})");
+        self.write_refusal(admit, &who, None, route, &why);
     }
 
-    fn record_refusal(
+    fn write_refusal(
         &self,
-        key: &str,
+        admit: crate::denials::Admit,
+        who: &str,
         token: Option<String>,
         route: &crate::auth::Route,
         why: &str,
     ) {
         use crate::denials::Admit;
         use warden_audit::EventSink;
-        let counted = match self.denials.admit(key, std::time::Instant::now()) {
+        let counted = match admit {
             Admit::Record { counted } => counted,
             Admit::Count => return,
         };
@@ -378,9 +396,8 @@ impl App {
                         "*".into(),
                         "*".into(),
                         format!(
-                            "{counted} more refusals of this caller within {} s were counted, not recorded one by one (at most {} a window)",
+                            "{counted} more refusals of {who} within {} s were counted, not recorded one by one",
                             crate::denials::WINDOW.as_secs(),
-                            crate::denials::PER_WINDOW
                         ),
                     ));
                 }

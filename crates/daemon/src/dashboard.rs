@@ -100,6 +100,7 @@ fn refused(
 /// `POST /login {"token": "wdn_..."}`: a session for a valid token.
 async fn login(
     State(app): State<Arc<App>>,
+    peer: crate::denials::Peer,
     headers: HeaderMap,
     crate::body::Body(body): crate::body::Body<Login>,
 ) -> Result<Response, ApiError> {
@@ -119,7 +120,12 @@ async fn login(
                 scope: None,
                 data: false,
             };
-            app.record_unauthenticated(&route, &e.to_string());
+            app.record_unauthenticated(
+                crate::denials::Door::Dashboard,
+                peer,
+                &route,
+                &e.to_string(),
+            );
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -149,6 +155,7 @@ async fn login(
 /// where it must be); a refusal is recorded under the session's token.
 fn current(
     app: &App,
+    peer: crate::denials::Peer,
     method: &axum::http::Method,
     path: &'static str,
     headers: &HeaderMap,
@@ -162,7 +169,7 @@ fn current(
     // recorded as a bad Bearer is.
     let unknown = || {
         let why = session::SessionError::Unknown.to_string();
-        unauthenticated(app, name, path, &why);
+        unauthenticated(app, peer, name, path, &why);
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
     };
     let csrf = headers
@@ -183,14 +190,25 @@ fn current(
 
 /// Record a dashboard call refused for its credential (a session that is
 /// not live, a token that no longer stands) in the daemon's audit log.
-fn unauthenticated(app: &App, method: &'static str, path: &'static str, why: &str) {
+fn unauthenticated(
+    app: &App,
+    peer: crate::denials::Peer,
+    method: &'static str,
+    path: &'static str,
+    why: &str,
+) {
     let route = auth::Route {
         method,
         path,
         scope: None,
         data: false,
     };
-    app.record_unauthenticated(&route, &format!("browser session: {why}"));
+    app.record_unauthenticated(
+        crate::denials::Door::Dashboard,
+        peer,
+        &route,
+        &format!("browser session: {why}"),
+    );
 }
 
 /// Who a session stands for in a record: its token, or nobody when the
@@ -209,19 +227,23 @@ fn session_caller(app: &App, s: &session::Session) -> auth::Visitor {
 /// `GET /session`: who is logged in. It takes the session's CSRF token
 /// as every request through the cookie does, so that the cookie alone
 /// (which the browser sends to every port of the host) never learns it.
-async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (_, s) = current(&app, &axum::http::Method::GET, "/session", &headers)?;
+async fn whoami(
+    State(app): State<Arc<App>>,
+    peer: crate::denials::Peer,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (_, s) = current(&app, peer, &axum::http::Method::GET, "/session", &headers)?;
     let found = app.db()?.token(&s.token_id);
     let row = match found.map(|r| r.map(|row| auth::standing(&app.store, row))) {
         Ok(Some(Ok(row))) => row,
         Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
             let why = format!("{e}: log in again");
-            unauthenticated(&app, "GET", "/session", &why);
+            unauthenticated(&app, peer, "GET", "/session", &why);
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why));
         }
         Ok(_) => {
             let why = format!("the token {} was revoked: log in again", s.token_id);
-            unauthenticated(&app, "GET", "/session", &why);
+            unauthenticated(&app, peer, "GET", "/session", &why);
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why));
         }
         Err(e) => return Err(ApiError::internal(chain(&e))),
@@ -239,8 +261,12 @@ async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Respo
 }
 
 /// `POST /logout`: the session ends and its cookie is removed.
-async fn logout(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (id, _) = current(&app, &axum::http::Method::POST, "/logout", &headers)?;
+async fn logout(
+    State(app): State<Arc<App>>,
+    peer: crate::denials::Peer,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (id, _) = current(&app, peer, &axum::http::Method::POST, "/logout", &headers)?;
     app.sessions.close(&id);
     let cookie = HeaderValue::from_str(&session::clear_cookie())
         .map_err(|e| ApiError::internal(format!("cannot clear the session cookie: {e}")))?;

@@ -302,14 +302,14 @@ impl Bound {
         // A peer the owner's socket refuses (another user, another user
         // namespace) is recorded as a call refused for its credential.
         let app = self.app.clone();
-        let on_refused: listen::OnRefused = Arc::new(move |why: &str| {
+        let on_refused: listen::OnRefused = Arc::new(move |why: &str, peer| {
             let route = auth::Route {
                 method: "*",
                 path: "(the owner's socket)",
                 scope: None,
                 data: false,
             };
-            app.record_unauthenticated(&route, why);
+            app.record_unauthenticated(denials::Door::OwnerSocket, peer, &route, why);
         });
         let unix = owner_runtime(self.unix, unix_router, stop_rx.clone(), on_refused)?;
         // The API answers loopback, localhost and the owner's names; the

@@ -232,14 +232,17 @@ pub async fn serve_tcp(
         let _ = stream.set_nodelay(true);
         // The host check is the first thing a request meets: a name the
         // listener does not answer to reaches no route (DNS rebinding).
-        let service = crate::host::Gate {
-            inner: Guarded {
-                router: router.clone(),
-                proof: held.proof.clone(),
-                unproven: timeouts.unproven,
+        let service = Peered {
+            peer: crate::denials::Peer::Ip(addr.ip()),
+            inner: crate::host::Gate {
+                inner: Guarded {
+                    router: router.clone(),
+                    proof: held.proof.clone(),
+                    unproven: timeouts.unproven,
+                },
+                hosts: hosts.clone(),
+                local: stream.local_addr().ok().map(|a| a.ip()),
             },
-            hosts: hosts.clone(),
-            local: stream.local_addr().ok().map(|a| a.ip()),
         };
         let io = StallGuard::new(stream, timeouts.write_stall);
         tokio::spawn(connection(io, service, held, stop.clone()));
@@ -256,7 +259,7 @@ pub async fn serve_tcp(
 
 /// What is done with a peer the owner's socket refuses besides telling it
 /// why: the daemon records the refusal in its audit log.
-pub type OnRefused = Arc<dyn Fn(&str) + Send + Sync>;
+pub type OnRefused = Arc<dyn Fn(&str, crate::denials::Peer) + Send + Sync>;
 
 /// Serve `router` on the owner's Unix socket until `stop` says so: only
 /// to the owner on the host, within bounds of its own; a peer refused is
@@ -290,19 +293,57 @@ pub async fn serve_unix(
             proof: Proof::default(),
             evict: None,
         };
+        let peer =
+            nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+                .map(|c| crate::denials::Peer::Uid(c.uid()))
+                .unwrap_or_default();
         if let Err(why) = warden_runtime::peer::check(&stream) {
             tracing::warn!("refused a connection on the daemon's socket: {why}");
             let (why, refused) = (why.to_string(), refused.clone());
             tokio::spawn(async move {
-                refused(&why);
+                refused(&why, peer);
                 refuse(stream, why, held).await;
             });
             continue;
         }
-        tokio::spawn(connection(stream, router.clone(), held, stop.clone()));
+        let service = Peered {
+            inner: router.clone(),
+            peer,
+        };
+        tokio::spawn(connection(stream, service, held, stop.clone()));
     }
     drain(&places, MAX_PER_LISTENER).await;
     Ok(())
+}
+
+/// A connection's service that marks each of its requests with the peer
+/// it came from ([`crate::denials::Peer`]): a refusal without a token is
+/// bounded per peer.
+#[derive(Clone)]
+struct Peered<S> {
+    inner: S,
+    peer: crate::denials::Peer,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Peered<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(self.peer);
+        self.inner.call(req)
+    }
 }
 
 /// Resolves once the daemon stops.

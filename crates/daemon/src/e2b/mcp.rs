@@ -444,9 +444,11 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
     // A refused MCP token is recorded in the daemon's log as any refused
     // credential is.
     let route = auth::Route::refused_at(req.method(), "/e2b/mcp");
+    let peer = crate::denials::Peer::of(req.extensions());
+    let door = crate::denials::Door::E2bMcp;
     let Some(key) = key.filter(|k| !k.is_empty()) else {
         let why = "no MCP token: send `Authorization: Bearer TOKEN` with the token get_mcp_token() answers";
-        e.app.record_unauthenticated(&route, why);
+        e.app.record_unauthenticated(door, peer, &route, why);
         return answer::error(StatusCode::UNAUTHORIZED, why);
     };
     let (e2, sid) = (e.clone(), id.clone());
@@ -455,7 +457,7 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
         Ok(Ok(c)) => c,
         Ok(Err(r)) => {
             if r.status == StatusCode::UNAUTHORIZED {
-                e.app.record_unauthenticated(&route, &r.message);
+                e.app.record_unauthenticated(door, peer, &route, &r.message);
             }
             return answer::error(r.status, r.message);
         }

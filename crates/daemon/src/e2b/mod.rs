@@ -57,6 +57,7 @@ use subtle::ConstantTimeEq;
 
 use crate::app::App;
 use crate::auth::{self, Caller};
+use crate::denials::{Door, Peer};
 use crate::error::chain;
 
 /// The envd version warden answers as: the SDK enables features by it
@@ -220,7 +221,11 @@ pub(crate) fn sandbox_header(headers: &HeaderMap) -> Option<String> {
 
 /// The token in `value`, checked; a refusal for the credential is
 /// recorded in the daemon's log, as the native API's are.
-fn check_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, String)> {
+fn check_token(
+    app: &App,
+    at: (Door, Peer),
+    value: Option<&str>,
+) -> Result<Caller, (StatusCode, String)> {
     let checked = checked_token(app, value);
     if let Err((StatusCode::UNAUTHORIZED, why)) = &checked {
         let route = auth::Route {
@@ -229,7 +234,7 @@ fn check_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, St
             scope: None,
             data: false,
         };
-        app.record_unauthenticated(&route, why);
+        app.record_unauthenticated(at.0, at.1, &route, why);
     }
     checked
 }
@@ -261,7 +266,8 @@ async fn control_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -
         .get("x-api-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    match check_token(&e.app, key.as_deref()) {
+    let at = (Door::E2bControl, Peer::of(req.extensions()));
+    match check_token(&e.app, at, key.as_deref()) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             crate::deadline::proven(&req);
@@ -290,6 +296,7 @@ pub(crate) struct Target {
 /// every refusal is: a loop guessing keys leaves its trace.
 fn check_access(
     app: &App,
+    peer: Peer,
     route: &auth::Route,
     sandbox: &str,
     value: Option<&str>,
@@ -298,10 +305,10 @@ fn check_access(
         .map(str::trim)
         .filter(|v| v.starts_with(signing::KEY_PREFIX))
     else {
-        return check_token(app, value);
+        return check_token(app, (Door::E2bSandbox, peer), value);
     };
     let checked = key_access(app, sandbox, key);
-    record_refused(app, route, &checked);
+    record_refused(app, peer, route, &checked);
     checked
 }
 
@@ -309,13 +316,18 @@ fn check_access(
 /// signature that is not one, a sandbox's key it outlived (the 502 E2B
 /// gives a killed sandbox's). A fault of the daemon's own, or a request
 /// that does not fit, is no refusal of the caller's credential.
-fn record_refused<T>(app: &App, route: &auth::Route, checked: &Result<T, (StatusCode, String)>) {
+fn record_refused<T>(
+    app: &App,
+    peer: Peer,
+    route: &auth::Route,
+    checked: &Result<T, (StatusCode, String)>,
+) {
     if let Err((status, why)) = checked {
         if matches!(
             *status,
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::BAD_GATEWAY
         ) {
-            app.record_unauthenticated(route, why);
+            app.record_unauthenticated(Door::E2bSandbox, peer, route, why);
         }
     }
 }
@@ -426,7 +438,7 @@ struct SignedQuery {
 fn signed_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCode, String)> {
     let checked = signature_caller(app, req);
     let route = auth::Route::refused_at(req.method(), SIGNED_URL);
-    record_refused(app, &route, &checked);
+    record_refused(app, Peer::of(req.extensions()), &route, &checked);
     checked
 }
 
@@ -565,7 +577,8 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
             );
         };
         let route = auth::Route::refused_at(req.method(), SANDBOX_API);
-        check_access(&e.app, &route, &id, token.as_deref()).map(|c| {
+        let peer = Peer::of(req.extensions());
+        check_access(&e.app, peer, &route, &id, token.as_deref()).map(|c| {
             (
                 c,
                 Target {

@@ -170,7 +170,8 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     };
     let token = token(req.headers());
     let route = crate::auth::Route::refused_at(req.method(), "/e2b/port");
-    let caller = match super::check_access(&e.app, &route, &sid, token.as_deref()) {
+    let peer = crate::denials::Peer::of(req.extensions());
+    let caller = match super::check_access(&e.app, peer, &route, &sid, token.as_deref()) {
         Ok(c) => c,
         Err((status, m)) => return answer::error(status, m),
     };

@@ -362,7 +362,8 @@ async fn authorize(
                 }
                 Err(e) => {
                     let why = e.to_string();
-                    app.record_unauthenticated(route, &why);
+                    let peer = crate::denials::Peer::of(req.extensions());
+                    app.record_unauthenticated(crate::denials::Door::Api, peer, route, &why);
                     return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
                         .into_response();
                 }
@@ -415,10 +416,16 @@ fn browser(
     req: &mut Request,
 ) -> Result<(Caller, String), ApiError> {
     use crate::session::{given_csrf, strip_csrf};
+    let peer = crate::denials::Peer::of(req.extensions());
     // A cookie that names no live session, or a session whose token no
     // longer stands, is a refused credential: recorded as a bad Bearer is.
     let unauthorized = |m: String| {
-        app.record_unauthenticated(route, &format!("browser session: {m}"));
+        app.record_unauthenticated(
+            crate::denials::Door::Api,
+            peer,
+            route,
+            &format!("browser session: {m}"),
+        );
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m)
     };
     let csrf = given_csrf(req.method(), req.headers(), req.uri());
