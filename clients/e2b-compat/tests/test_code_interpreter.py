@@ -171,3 +171,61 @@ async def test_the_async_interpreter_runs_code_and_plots(interpreter_profile) ->
         _png(next(r.png for r in ex.results if r.png))
     finally:
         await sbx.kill()
+
+
+def _server_commands(daemon, sandbox_id: str) -> List[dict]:
+    """The sandbox's commands that are the interpreter's server, as the
+    owner lists them."""
+    with daemon.owner() as c:
+        r = c.get(f"/v1/sandboxes/{sandbox_id}/execs")
+    r.raise_for_status()
+    return [e for e in r.json() if e["argv"][:1] == ["python3"] and e["argv"][-1] == "serve"]
+
+
+def test_a_module_planted_in_the_workspace_does_not_stop_the_interpreter(interpreter_profile, daemon) -> None:
+    # The attack: a module named as one the server imports first (the
+    # standard library's json), which never returns, planted where the
+    # server's working directory is before its first start. Run with
+    # `python3 -c` from the workspace, the server imported it and never
+    # listened.
+    sbx = e2b_ci.Sandbox.create(timeout=600)
+    try:
+        sbx.files.write("/workspace/json.py", "import time\ntime.sleep(10**9)\n")
+        ex = sbx.run_code("print('served')", timeout=400, request_timeout=400)
+        assert ex.error is None, ex.error
+        assert ex.logs.stdout == ["served\n"], ex.logs
+        # The code itself still runs in the workspace, and imports from it.
+        sbx.files.write("/workspace/mine.py", "VALUE = 7\n")
+        assert sbx.run_code("import os, mine\n(os.getcwd(), mine.VALUE)").text == "('/workspace', 7)"
+        # The server's command line: isolated from the workspace.
+        servers = _server_commands(daemon, sbx.sandbox_id)
+        assert len(servers) == 1, servers
+        assert servers[0]["argv"][1] == "-I", servers[0]["argv"][:2]
+    finally:
+        sbx.kill()
+
+
+def test_a_server_that_never_listens_is_ended_when_its_start_gives_up(interpreter_profile, daemon, wait_until) -> None:
+    # The sandbox may always make its own server hang before it listens
+    # (its /tmp is its own): here a jupyter_client that never returns,
+    # with the mark that the packages are unpacked. The start gives up
+    # after its 180 s; the command it started must end then, giving back
+    # its place, instead of running uncounted until the sandbox stops.
+    sbx = e2b_ci.Sandbox.create(timeout=900)
+    try:
+        site = "/tmp/.warden-code-interpreter"
+        sbx.files.write(f"{site}/jupyter_client/__init__.py", "import time\ntime.sleep(10**9)\n")
+        sbx.files.write(f"{site}/.unpacked", "")
+        started = time.monotonic()
+        with pytest.raises(Exception) as refused:
+            sbx.run_code("print('never')", timeout=400, request_timeout=400)
+        print(f"start gave up after {time.monotonic() - started:.1f} s: {refused.value}")
+        assert "nothing listened" in str(refused.value), refused.value
+        servers = _server_commands(daemon, sbx.sandbox_id)
+        assert len(servers) == 1, servers
+        assert wait_until(
+            lambda: all(e["exit_status"] is not None for e in _server_commands(daemon, sbx.sandbox_id)),
+            timeout=30,
+        ), _server_commands(daemon, sbx.sandbox_id)
+    finally:
+        sbx.kill()

@@ -17,6 +17,19 @@
 //! interpreter gets them on its standard input, checks the bytes it got
 //! and unpacks those into its own `/tmp`. No sandbox shares a copy with
 //! another, so none can delete or replace what another one runs.
+//!
+//! The server is a command of the sandbox like any other, and is counted
+//! like one: it holds a place in its caller's lease ledger
+//! ([`crate::leases`], a running command) for as long as it runs; a
+//! sandbox has one at most (a new one is started only once the previous
+//! one has been ended); and a start that gives up, or whose request goes
+//! away, ends the command it started at once. The sandbox can always make
+//! its own server fail (its `/tmp` and its processes are its own), so
+//! none of this rests on the server behaving. It runs as `python3 -I`
+//! (isolated: neither the workspace nor `PYTHON*` variables reach its
+//! `sys.path`), and so do its kernels, so that a module planted in the
+//! workspace does not replace theirs; the code the kernels run still runs
+//! in the workspace and may import from it.
 
 mod wheels;
 
@@ -28,7 +41,10 @@ use crate::api::{CreateSandbox, ExecRequest};
 use crate::app::App;
 use crate::auth::Caller;
 use crate::body::Body;
+use crate::credential::Credential;
+use crate::error::ApiError;
 use crate::execs;
+use crate::leases::Kind;
 use crate::routes::sandboxes;
 
 /// E2B's name for the template, and warden's for the profile.
@@ -37,7 +53,7 @@ pub const TEMPLATE: &str = "code-interpreter-v1";
 pub const SETUP_PROFILE: &str = "code-interpreter-v1-setup";
 /// Where the interpreter listens inside the sandbox.
 pub const PORT: u16 = 49999;
-/// The server, run inside the sandbox with `python3 -c`.
+/// The server, run inside the sandbox with `python3 -I -c`.
 const SERVER: &str = include_str!("interpreter/server.py");
 /// The packages, by file and SHA-256.
 const LOCK: &str = include_str!("interpreter/wheels.lock");
@@ -56,12 +72,19 @@ pub enum InterpreterError {
     Start { sandbox: String, why: String },
     #[error("the code interpreter's packages are not in the daemon's store and fetching them failed: {0} (the daemon's owner can give the `{SETUP_PROFILE}` profile what PyPI needs here, such as `egress.allow_cidrs`)")]
     Setup(String),
+    /// The caller holds no place for the server's command.
+    #[error("{}", .0.problem.message)]
+    Refused(ApiError),
 }
 
 /// One start at a time per sandbox; one fetch at a time per daemon.
 static STARTING: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 static FETCHING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The server last started in each sandbox, by sandbox: the one a new
+/// start ends first.
+static SERVERS: LazyLock<Mutex<HashMap<String, Arc<execs::ExecHandle>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Whether sandbox `id` was made with the code interpreter's profile.
 pub fn serves(app: &App, id: &str) -> bool {
@@ -72,15 +95,20 @@ pub fn serves(app: &App, id: &str) -> bool {
 }
 
 /// The interpreter listening in sandbox `id`, started (and its packages
-/// fetched) if it is not yet.
-pub async fn ensure(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
+/// fetched) if it is not yet, its command holding a place of
+/// `credential`'s.
+pub async fn ensure(
+    app: &Arc<App>,
+    id: &str,
+    credential: &Credential,
+) -> Result<(), InterpreterError> {
     let gate = {
         let mut t = STARTING.lock().unwrap_or_else(|p| p.into_inner());
         t.entry(id.to_string()).or_default().clone()
     };
     let result = {
         let _one = gate.lock().await;
-        ready(app, id).await
+        ready(app, id, credential).await
     };
     let mut t = STARTING.lock().unwrap_or_else(|p| p.into_inner());
     if Arc::strong_count(&gate) <= 2 {
@@ -89,7 +117,7 @@ pub async fn ensure(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
     result
 }
 
-async fn ready(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
+async fn ready(app: &Arc<App>, id: &str, credential: &Credential) -> Result<(), InterpreterError> {
     let start_err = |why: String| InterpreterError::Start {
         sandbox: id.to_string(),
         why,
@@ -109,7 +137,7 @@ async fn ready(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
                 .map_err(|e| InterpreterError::Setup(e.to_string()))?
         }
     };
-    start(app, id, wheels).await
+    start(app, id, wheels, credential).await
 }
 
 /// The pinned wheels from the daemon's store, checked, as the server
@@ -125,21 +153,29 @@ async fn bundle(app: &Arc<App>) -> Result<String, wheels::WheelsError> {
         })
 }
 
+/// The server's command line: isolated (`-I`), so that neither its working
+/// directory (the workspace, which the sandbox writes) nor `PYTHON*`
+/// variables put modules before the standard library's and its own.
+fn argv(mode: &str) -> Vec<String> {
+    ["python3", "-I", "-c", SERVER, mode]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// A command of warden's own in sandbox `id`, recorded as any command,
-/// `stdin` written to its standard input.
+/// `stdin` written to its standard input, holding `lease` while it runs.
 async fn run(
     app: &Arc<App>,
     id: &str,
     mode: &str,
     stdin: Option<String>,
+    lease: Option<crate::leases::Lease>,
 ) -> Result<Arc<execs::ExecHandle>, String> {
     let (a, sid, mode) = (app.clone(), id.to_string(), mode.to_string());
     tokio::task::spawn_blocking(move || {
         let sb = a.sandbox(&sid).map_err(|e| e.problem.message)?;
-        let argv: Vec<String> = ["python3", "-c", SERVER, &mode]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let argv = argv(&mode);
         let mut env = std::collections::BTreeMap::new();
         env.insert("WARDEN_CI_LOCK".to_string(), LOCK.to_string());
         env.insert(
@@ -154,7 +190,7 @@ async fn run(
             ..Default::default()
         };
         let exec_id = format!("ex-{}", crate::auth::random_id(8));
-        let h = execs::start(&sb, &exec_id, argv, &req, None).map_err(|e| e.problem.message)?;
+        let h = execs::start(&sb, &exec_id, argv, &req, lease).map_err(|e| e.problem.message)?;
         if let Ok(db) = a.db() {
             let _ = db.insert_exec(&h.row);
         }
@@ -176,16 +212,74 @@ fn stderr_tail(h: &execs::ExecHandle) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
+/// Ends a command when dropped, unless disarmed: a start that fails, or
+/// whose request goes away while it waits, leaves nothing running.
+struct EndUnlessListening(Option<Arc<execs::ExecHandle>>);
+
+impl Drop for EndUnlessListening {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            if h.ended_now().is_none() {
+                // Signalling talks to the supervisor (blocking), and a drop
+                // may happen on the async runtime.
+                std::thread::spawn(move || end(&h));
+            }
+        }
+    }
+}
+
+/// End command `h` (its process group), blocking.
+fn end(h: &execs::ExecHandle) {
+    let _ = h.signal(nix::sys::signal::Signal::SIGKILL as i32);
+}
+
+/// End the server started before in sandbox `id`, if it still runs, and
+/// wait (a while) for its end: a sandbox holds one server at most.
+async fn end_previous(id: &str) {
+    let previous = SERVERS.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    let Some(h) = previous else {
+        return;
+    };
+    if h.ended_now().is_some() {
+        return;
+    }
+    let signalled = h.clone();
+    let _ = tokio::task::spawn_blocking(move || end(&signalled)).await;
+    let mut ended = h.ended.clone();
+    let _ = tokio::time::timeout(Duration::from_secs(10), ended.wait_for(Option::is_some)).await;
+}
+
 /// Start the server in sandbox `id`, the `wheels` on its standard input,
-/// and wait until it listens.
-async fn start(app: &Arc<App>, id: &str, wheels: String) -> Result<(), InterpreterError> {
+/// its command holding a place of `credential`'s, and wait until it
+/// listens.
+async fn start(
+    app: &Arc<App>,
+    id: &str,
+    wheels: String,
+    credential: &Credential,
+) -> Result<(), InterpreterError> {
     let start_err = |why: String| InterpreterError::Start {
         sandbox: id.to_string(),
         why,
     };
-    let h = run(app, id, "serve", Some(wheels))
+    end_previous(id).await;
+    // The place is taken before anything is started, and given back when
+    // the command ends (execs::start holds it as long).
+    let lease = app
+        .leases
+        .take(credential, Kind::Command)
+        .map_err(InterpreterError::Refused)?;
+    let h = run(app, id, "serve", Some(wheels), Some(lease))
         .await
         .map_err(start_err)?;
+    {
+        let mut servers = SERVERS.lock().unwrap_or_else(|p| p.into_inner());
+        // Ended servers of other sandboxes (removed ones included) are
+        // forgotten here, so the table holds running ones only.
+        servers.retain(|_, s| s.ended_now().is_none());
+        servers.insert(id.to_string(), h.clone());
+    }
+    let mut guard = EndUnlessListening(Some(h.clone()));
     let deadline = Instant::now() + START_WITHIN;
     loop {
         let ended = *h.ended.borrow();
@@ -209,6 +303,7 @@ async fn start(app: &Arc<App>, id: &str, wheels: String) -> Result<(), Interpret
             .await
             .map_err(start_err)?
         {
+            guard.0 = None;
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -264,7 +359,7 @@ async fn fetch(app: &Arc<App>) -> Result<(), InterpreterError> {
 /// Run the fetch in the setup sandbox `id`, and keep what it hands back,
 /// checked, in the daemon's store.
 async fn fetch_in(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
-    let h = run(app, id, "setup", None)
+    let h = run(app, id, "setup", None, None)
         .await
         .map_err(InterpreterError::Setup)?;
     let mut ended = h.ended.clone();
@@ -296,4 +391,20 @@ async fn fetch_in(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
     .await
     .map_err(|e| InterpreterError::Setup(format!("a worker failed: {e}")))?
     .map_err(InterpreterError::Setup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_runs_isolated_so_the_workspace_is_not_on_its_path() {
+        let argv = argv("serve");
+        assert_eq!(argv[..3], ["python3", "-I", "-c"]);
+        assert_eq!(argv.last().map(String::as_str), Some("serve"));
+        // Its kernels are started isolated too, not with `-m` from the
+        // workspace.
+        assert!(SERVER.contains(r#"[sys.executable, "-I", "-c", boot"#));
+        assert!(!SERVER.contains("ipykernel_launcher"));
+    }
 }

@@ -212,8 +212,10 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     };
     // The code interpreter's server starts with its first request.
     if r.port == interpreter::PORT && interpreter::serves(&e.app, &sid) {
-        if let Err(err) = interpreter::ensure(&e.app, &sid).await {
-            return answer::error(StatusCode::SERVICE_UNAVAILABLE, err.to_string());
+        match interpreter::ensure(&e.app, &sid, &credential).await {
+            Ok(()) => {}
+            Err(interpreter::InterpreterError::Refused(err)) => return control::from_api(err),
+            Err(err) => return answer::error(StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
         }
     }
     let stream = match open(&e.app, &sid, r.port).await {

@@ -12,6 +12,11 @@
 # unpacks those very bytes into this sandbox's own /tmp, and serves: there
 # is no copy of the wheels that another sandbox could write. Exit status 3:
 # the wheels did not come, or are not the pinned ones.
+#
+# The daemon runs this as `python3 -I -c`: isolated, so the working
+# directory (the workspace, which the sandbox writes) is not on sys.path,
+# and every Python this starts is isolated the same way, the kernels
+# included, with the packages' directory named explicitly.
 
 import base64
 import hashlib
@@ -26,6 +31,7 @@ import zipfile
 
 DOWNLOADS = "/tmp/.warden-code-interpreter-downloads"
 SITE = "/tmp/.warden-code-interpreter"
+KERNELSPECS = SITE + "-kernelspecs"
 PORT = 49999
 MISSING = 3
 
@@ -52,7 +58,7 @@ def setup():
     # pip's own messages go to standard error: standard output is the
     # wheels' alone.
     rc = subprocess.call(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+        [sys.executable, "-I", "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
          "--require-hashes", "-r", reqs, "-d", DOWNLOADS],
         stdout=sys.stderr,
     )
@@ -130,9 +136,34 @@ def result(data, main):
     return out
 
 
+def kernel_specs():
+    """The kernels' spec: ipykernel's own command line, but isolated
+    (`-I`), as this server is. Started with `-m` from the workspace a
+    kernel would import a module planted there before the standard
+    library's and its packages'. Its working directory goes last on its
+    path instead: the code a kernel runs still imports its own modules
+    from the workspace, as under `-m`, and none of them replaces one the
+    kernel imports itself."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = os.path.join(KERNELSPECS, "python3")
+    os.makedirs(spec, exist_ok=True)
+    boot = ("import os, sys; sys.path.insert(0, %r); sys.path.append(os.getcwd()); "
+            "from ipykernel import kernelapp; kernelapp.launch_new_instance()" % SITE)
+    with open(os.path.join(spec, "kernel.json"), "w") as f:
+        json.dump({"argv": [sys.executable, "-I", "-c", boot, "-f", "{connection_file}"],
+                   "display_name": "Python 3", "language": "python"}, f)
+    return KernelSpecManager(kernel_dirs=[KERNELSPECS], ensure_native_kernel=False)
+
+
 class Context:
+    specs = None
+
     def __init__(self, cwd):
         from jupyter_client import KernelManager
+
+        if Context.specs is None:
+            Context.specs = kernel_specs()
 
         self.id = uuid.uuid4().hex
         self.cwd = cwd
@@ -144,7 +175,8 @@ class Context:
         sockets = os.path.join(SITE + "-kernels", self.id)
         os.makedirs(sockets, mode=0o700, exist_ok=True)
         self.km = KernelManager(
-            kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel")
+            kernel_name="python3", kernel_spec_manager=Context.specs, transport="ipc",
+            ip=os.path.join(sockets, "kernel"),
         )
         self.km.start_kernel(cwd=cwd)
         self.kc = self.km.blocking_client()
@@ -199,8 +231,8 @@ class Context:
 def serve():
     unpack()
     sys.path.insert(0, SITE)
-    # The kernels are Python processes of their own: they find the
-    # packages the same way.
+    # The kernels are isolated and name the packages themselves
+    # (kernel_specs); other Pythons the code runs find them this way.
     os.environ["PYTHONPATH"] = SITE + os.pathsep + os.environ.get("PYTHONPATH", "")
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
