@@ -366,6 +366,11 @@ pub struct CreateToken {
     /// Good for this sandbox's data API only.
     #[serde(default)]
     pub sandbox: Option<String>,
+    /// The processes and threads its sandboxes may have together (each
+    /// at its `resources.pids`); by default room for as many default
+    /// sandboxes as it may have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pids: Option<u64>,
 }
 
 /// A token as listed (never its secret).

@@ -567,6 +567,7 @@ pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&Sandbox>) -> (To
         revoked: false,
         max_sandboxes: None,
         max_memory: None,
+        max_pids: None,
         sandbox_uid: sandbox.map(Sandbox::uid),
     };
     (row, format!("wdn_{id}_{secret}"))

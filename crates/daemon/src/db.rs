@@ -93,7 +93,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked INTEGER NOT NULL DEFAULT 0,
     max_sandboxes INTEGER,
     max_memory INTEGER,
-    sandbox_uid TEXT
+    sandbox_uid TEXT,
+    max_pids INTEGER
 );
 CREATE TABLE IF NOT EXISTS e2b_keys (
     sandbox TEXT NOT NULL,
@@ -113,6 +114,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("tokens", "sandbox_uid", "TEXT"),
     ("e2b_keys", "uid", "TEXT"),
     ("sandboxes", "stopped_ms", "INTEGER"),
+    ("tokens", "max_pids", "INTEGER"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.
@@ -199,6 +201,10 @@ pub struct TokenRow {
     /// together (bytes).
     pub max_sandboxes: Option<u64>,
     pub max_memory: Option<u64>,
+    /// Quota: the processes and threads of its sandboxes together (each
+    /// at its `resources.pids`); never 0 (kept small: a token's row is in
+    /// every caller).
+    pub max_pids: Option<std::num::NonZeroU64>,
     /// The identity ([`warden_workspace::Sandbox::uid`]) of the sandbox a
     /// per-sandbox token was made for: it is good for that sandbox only,
     /// not for a later one given the same name. `None` in tokens made
@@ -467,7 +473,7 @@ impl Db {
     pub fn insert_token(&self, row: &TokenRow) -> Result<(), DbError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9)",
+                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10)",
                 params![
                     row.id,
                     row.name,
@@ -477,7 +483,8 @@ impl Db {
                     row.created_ms as i64,
                     row.max_sandboxes.map(|v| v as i64),
                     row.max_memory.map(|v| v as i64),
-                    row.sandbox_uid
+                    row.sandbox_uid,
+                    row.max_pids.map(|v| v.get() as i64)
                 ],
             )
             .map_err(q("record a token"))?;
@@ -487,7 +494,7 @@ impl Db {
     pub fn token(&self, id: &str) -> Result<Option<TokenRow>, DbError> {
         self.conn
             .query_row(
-                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid FROM tokens WHERE id = ?1",
+                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids FROM tokens WHERE id = ?1",
                 params![id],
                 token_row,
             )
@@ -498,7 +505,7 @@ impl Db {
     pub fn tokens(&self) -> Result<Vec<TokenRow>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid FROM tokens ORDER BY created_ms")
+            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids FROM tokens ORDER BY created_ms")
             .map_err(q("list tokens"))?;
         let rows = st
             .query_map([], token_row)
@@ -661,6 +668,9 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
         max_sandboxes: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
         max_memory: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
         sandbox_uid: r.get(9)?,
+        max_pids: r
+            .get::<_, Option<i64>>(10)?
+            .and_then(|v| std::num::NonZeroU64::new(v as u64)),
     })
 }
 
@@ -719,6 +729,7 @@ mod tests {
             revoked: false,
             max_sandboxes: None,
             max_memory: None,
+            max_pids: None,
             sandbox_uid: sandbox.map(|_| "u1".to_string()),
         }
     }
@@ -740,7 +751,7 @@ mod tests {
         }
         let db = Db::open(&path).unwrap();
         let old = db.token("old").unwrap().unwrap();
-        assert_eq!(old.sandbox_uid, None);
+        assert_eq!((old.sandbox_uid, old.max_pids), (None, None));
         let key = db.e2b_key("sb-a", "old").unwrap().unwrap();
         assert_eq!((key.uid, key.created_ms), (None, 7));
         db.insert_token(&token("new", Some("sb-a"))).unwrap();

@@ -19,13 +19,13 @@
 //!    (each at what its cgroup may hold, `warden_runtime::backend::memory_held`:
 //!    a gVisor sandbox's limit and runsc's sentry and gofer beside it, a
 //!    VM's guest RAM and the VMM's overhead), processes together (each at
-//!    its `resources.pids`: a share of the host's PID space, which a
-//!    token's own `--max-sandboxes` does not raise),
+//!    its `resources.pids`: a share of the host's PID space; by default
+//!    room for as many default sandboxes as the token may have),
 //!    disk budgets together (with its sandboxes' audit logs and its
-//!    snapshots, which are on the host's disk too). A token's own record sets them (`warden token
-//!    create --max-sandboxes --max-memory`); where it does not, the
-//!    daemon's configuration does (`quotas:`), and where that does not,
-//!    the defaults here.
+//!    snapshots, which are on the host's disk too). A token's own record
+//!    sets them (`warden token create --max-sandboxes --max-memory
+//!    --max-pids`); where it does not, the daemon's configuration does
+//!    (`quotas:`), and where that does not, the defaults here.
 //! 3. **The host's disk, reserved.** What warden may write for a sandbox
 //!    (its disk budget and its commands' kept output) is reserved against
 //!    the free space of the state's file system, summed over every
@@ -89,21 +89,24 @@ impl Quotas {
     /// `defaults` when they ask nothing.
     fn for_token(&self, defaults: &warden_policy::Defaults, token: &TokenRow) -> Bounds {
         let memory = defaults.memory;
+        let sandboxes = token
+            .max_sandboxes
+            .or(self.sandboxes)
+            .unwrap_or(DEFAULT_SANDBOXES);
         Bounds {
-            sandboxes: token
-                .max_sandboxes
-                .or(self.sandboxes)
-                .unwrap_or(DEFAULT_SANDBOXES),
+            sandboxes,
             memory: token
                 .max_memory
                 .or(self.memory)
                 .unwrap_or(memory.saturating_mul(DEFAULT_SHARE)),
-            // Not raised by a token's own --max-sandboxes: a token let
-            // have more sandboxes still holds at most this many of the
-            // host's processes.
-            pids: self
-                .pids
-                .unwrap_or(defaults.pids.saturating_mul(DEFAULT_SANDBOXES)),
+            // What the owner gave the token: its own quota, or the
+            // configuration's, or room for as many default sandboxes as
+            // it may have.
+            pids: token
+                .max_pids
+                .map(std::num::NonZeroU64::get)
+                .or(self.pids)
+                .unwrap_or(defaults.pids.saturating_mul(sandboxes)),
             disk: self
                 .disk
                 .unwrap_or(default_disk(memory).saturating_mul(DEFAULT_SHARE)),
@@ -781,5 +784,28 @@ mod tests {
             assert!(zero.check().is_err());
         }
         assert!(serde_saphyr::from_str::<Quotas>("memory: lots\n").is_err());
+    }
+
+    #[test]
+    fn a_token_s_processes_follow_its_sandboxes_unless_the_configuration_or_the_token_says_otherwise(
+    ) {
+        let defaults = warden_policy::Defaults::for_host(warden_policy::HostFacts {
+            total_memory: 8 << 30,
+            cpus: 2,
+            pid_max: 1 << 22,
+        });
+        let (mut token, _) = crate::auth::new_token("t", &[], None);
+        let none = Quotas::default();
+        let pids = |q: &Quotas, t: &TokenRow| q.for_token(&defaults, t).pids;
+        assert_eq!(pids(&none, &token), defaults.pids * DEFAULT_SANDBOXES);
+        token.max_sandboxes = Some(32);
+        assert_eq!(pids(&none, &token), defaults.pids * 32);
+        let configured = Quotas {
+            pids: Some(4096),
+            ..Quotas::default()
+        };
+        assert_eq!(pids(&configured, &token), 4096);
+        token.max_pids = std::num::NonZeroU64::new(100);
+        assert_eq!(pids(&configured, &token), 100);
     }
 }

@@ -209,6 +209,10 @@ enum TokenCommand {
         /// Memory limits of its sandboxes together, e.g. 16G
         #[arg(long, value_name = "SIZE", value_parser = warden_policy::parse_size)]
         max_memory: Option<u64>,
+        /// Processes and threads of its sandboxes together (by default
+        /// room for --max-sandboxes default sandboxes)
+        #[arg(long, value_name = "N")]
+        max_pids: Option<std::num::NonZeroU64>,
     },
     /// List tokens (never their secrets)
     List {
@@ -407,6 +411,7 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
             sandbox,
             max_sandboxes,
             max_memory,
+            max_pids,
         } => {
             let scopes: Vec<Scope> =
                 warden_daemon::routes::parse_scopes(&scopes).map_err(|m| anyhow::anyhow!(m))?;
@@ -419,6 +424,7 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
             let (mut row, text) = auth::new_token(&name, &scopes, sandbox.as_ref());
             row.max_sandboxes = max_sandboxes;
             row.max_memory = max_memory;
+            row.max_pids = max_pids;
             db.insert_token(&row)?;
             eprintln!(
                 "warden: token {} ({name}) made; it is shown this once:",

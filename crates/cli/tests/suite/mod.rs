@@ -80,6 +80,7 @@ mod review11_attacks;
 mod review12_quota;
 mod review12_records;
 mod review12_stop;
+mod review13_quota;
 mod review13_records;
 mod review2_attacks;
 mod rootless_limits;

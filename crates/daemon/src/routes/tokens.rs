@@ -72,7 +72,14 @@ pub async fn create(
         ),
         None => None,
     };
-    let (row, text) = auth::new_token(&req.name, &scopes, sandbox.as_ref());
+    let max_pids = match req.max_pids {
+        None => None,
+        Some(n) => Some(std::num::NonZeroU64::new(n).ok_or_else(|| {
+            ApiError::bad_request("max_pids: at least 1").with_field(Some("/max_pids"))
+        })?),
+    };
+    let (mut row, text) = auth::new_token(&req.name, &scopes, sandbox.as_ref());
+    row.max_pids = max_pids;
     app.db()?
         .insert_token(&row)
         .map_err(|e| ApiError::internal(chain(&e)))?;
