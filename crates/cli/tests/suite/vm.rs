@@ -1211,14 +1211,19 @@ fn a_vm_secret_reaches_only_its_host_and_never_the_guest() {
     let ca = TestCa::new();
     // Answers with the Authorization it received: the secret proxy must
     // scrub the real value out of the answer before the guest sees it.
-    let up = RawUpstream::start(&ca, &["api.secret.test", "other.secret.test"], |r| {
+    let echo_auth = |r: &crate::common::upstream::RawRequest| {
         let body = format!("auth={}\n", r.header("authorization").unwrap_or(""));
         vec![format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )
         .into_bytes()]
-    });
+    };
+    let up = RawUpstream::start(&ca, &["api.secret.test"], echo_auth);
+    // Another host, on a server of its own: a name that leads to the
+    // secret's own server is refused outright (`terminated_address`).
+    let other = RawUpstream::start(&ca, &["other.secret.test"], echo_auth);
+    let other_port = other.port;
     let value = format!("ghp_{}", unique("vmtok").replace('-', "x"));
     let port = up.port;
     let state = TempDir::new("vm-secret");
@@ -1230,7 +1235,7 @@ fn a_vm_secret_reaches_only_its_host_and_never_the_guest() {
         r#"case "$TOKEN" in warden-secret-*) echo placeholder-ok;; esac
 curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" https://api.secret.test:{port}/by-variable; echo
 env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" https://api.secret.test:{port}/by-system; echo
-curl -sS -k --noproxy '*' -H "Authorization: Bearer $TOKEN" https://other.secret.test:{port}/other; echo "other-exit=$?"
+curl -sS -k --noproxy '*' -H "Authorization: Bearer $TOKEN" https://other.secret.test:{other_port}/other; echo "other-exit=$?"
 env > /workspace/env.txt; cat /run/warden/* /etc/ssl/certs/ca-certificates.crt > /workspace/trust.txt
 touch /run/warden/planted 2>/dev/null && echo TRUST-WRITABLE
 exit 0"#
@@ -1245,7 +1250,7 @@ exit 0"#
             "--secret",
             &format!("TOKEN@api.secret.test:{port}"),
             "--allow-domain",
-            &format!("other.secret.test:{port}"),
+            &format!("other.secret.test:{other_port}"),
             "--add-host",
             "api.secret.test=127.0.0.1",
             "--add-host",
@@ -1280,11 +1285,12 @@ exit 0"#
         );
     }
     // The other host gets the placeholder, never the value.
-    let other = seen
+    let seen_other = other.requests();
+    let to_other = seen_other
         .iter()
         .find(|r| r.target == "/other")
         .unwrap_or_else(|| panic!("/other never arrived: {out}"));
-    let got = other.header("authorization").unwrap_or("");
+    let got = to_other.header("authorization").unwrap_or("");
     assert!(!got.contains(&value), "the real value reached another host");
     assert!(got.starts_with("Bearer warden-secret-"), "{got}");
     // The answers held the real value; the guest got them scrubbed.
