@@ -192,6 +192,21 @@ pub fn call_on(
 /// One HTTP exchange with `url` through curl, bounded at 60 s: each header
 /// as `name: value`, a JSON body if any, then `extra` curl arguments; the
 /// status and the body.
+/// A sandbox made through the E2B door at `e2b` (its address) with the
+/// API key `key`, from the base template with a 300 s timeout: the door's
+/// answer (`sandboxID`, `envdAccessToken`, ...).
+pub fn e2b_sandbox(e2b: &str, key: &str) -> serde_json::Value {
+    let (s, body) = exchange(
+        "POST",
+        &format!("http://{e2b}/sandboxes"),
+        &[("x-api-key", key)],
+        Some(r#"{"templateID":"base","timeout":300}"#),
+        &[],
+    );
+    assert!(s == 200 || s == 201, "{s} {body}");
+    json(&body)
+}
+
 pub fn exchange(
     method: &str,
     url: &str,

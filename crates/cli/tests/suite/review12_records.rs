@@ -108,15 +108,10 @@ impl Doors {
             "b",
             &["sandboxes:read", "sandboxes:write", "mcp"],
         );
-        let (s, body) = exchange(
-            "POST",
-            &format!("http://{e2b}/sandboxes"),
-            &[("x-api-key", &a)],
-            Some(r#"{"templateID":"base","timeout":300}"#),
-            &[],
-        );
-        assert!(s == 200 || s == 201, "{s} {body}");
-        let sandbox = json(&body)["sandboxID"].as_str().unwrap().to_string();
+        let sandbox = e2b_sandbox(&e2b, &a)["sandboxID"]
+            .as_str()
+            .unwrap()
+            .to_string();
         Doors {
             log: state.path().join("warden/daemon-audit.jsonl"),
             _state: state,

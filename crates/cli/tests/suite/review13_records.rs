@@ -53,15 +53,10 @@ fn a_flood_of_bad_bearer_tokens_from_one_client_leaves_every_other_door_and_peer
     let log = state.path().join("warden/daemon-audit.jsonl");
     let tcp = d.tcp.clone().unwrap();
     let a = token(state.path(), "a", &["sandboxes:read", "sandboxes:write"]);
-    let (s, body) = exchange(
-        "POST",
-        &format!("http://{e2b}/sandboxes"),
-        &[("x-api-key", &a)],
-        Some(r#"{"templateID":"base","timeout":300}"#),
-        &[],
-    );
-    assert!(s == 200 || s == 201, "{s} {body}");
-    let sandbox = json(&body)["sandboxID"].as_str().unwrap().to_string();
+    let sandbox = e2b_sandbox(&e2b, &a)["sandboxID"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // One client floods the native API with bad bearer tokens.
     let statuses = flood(&format!("http://{tcp}/v1/sandboxes"), "127.0.0.1", 200);
