@@ -207,6 +207,30 @@ pub enum Ended {
     Signaled(i32),
 }
 
+impl Ended {
+    /// The signals a Linux process can end by.
+    pub const SIGNALS: std::ops::RangeInclusive<i32> = 1..=64;
+
+    /// This end when a process can have ended so: a signal outside
+    /// [`Ended::SIGNALS`] (a guest's forgery, which `128 + signal` would
+    /// overflow) is malformed.
+    pub fn checked(self) -> Option<Ended> {
+        match self {
+            Ended::Signaled(s) if !Ended::SIGNALS.contains(&s) => None,
+            e => Some(e),
+        }
+    }
+
+    /// The shell's status for this end: the code, or 128 + the signal;
+    /// `None` for a malformed signal.
+    pub fn status(self) -> Option<i32> {
+        match self.checked()? {
+            Ended::Exited(code) => Some(code),
+            Ended::Signaled(s) => Some(128 + s),
+        }
+    }
+}
+
 /// One frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -331,6 +355,20 @@ impl Frame {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_forged_signal_from_the_guest_is_malformed_and_never_overflows() {
+        let f = Frame::new(Kind::Ended, 1, br#"{"signaled":2147483647}"#.to_vec());
+        let e = f.parse::<Ended>().expect("well-formed JSON");
+        assert_eq!(e.checked(), None);
+        assert_eq!(e.status(), None);
+        for s in [0, -1, 65, i32::MIN] {
+            assert_eq!(Ended::Signaled(s).checked(), None);
+        }
+        assert_eq!(Ended::Signaled(9).status(), Some(137));
+        assert_eq!(Ended::Signaled(64).status(), Some(192));
+        assert_eq!(Ended::Exited(3).status(), Some(3));
+    }
+
     use super::*;
 
     #[test]

@@ -88,8 +88,8 @@ fn answer(id: u64, notice: FromInit) -> Option<(Reply, bool)> {
         FromInit::Signaled { signal, .. } => (
             Reply::Exited {
                 exec: id,
-                status: 128 + signal,
-                signal: Some(signal),
+                status: signal_status(signal),
+                signal: signal_number(signal),
             },
             true,
         ),
@@ -402,7 +402,9 @@ pub(super) fn read_notices(shared: &Arc<Shared>) {
                         (if *errno == libc::ENOENT { 127 } else { 126 }, None)
                     }
                     FromInit::Exited { code, .. } => (*code, None),
-                    FromInit::Signaled { signal, .. } => (128 + signal, Some(*signal)),
+                    FromInit::Signaled { signal, .. } => {
+                        (signal_status(*signal), signal_number(*signal))
+                    }
                     FromInit::Spawned { .. } | FromInit::FileDone { .. } => (0, None),
                 };
                 // What the command was denied, repeats counted, is in the
@@ -510,7 +512,7 @@ impl crate::desktop::services::Launcher for DesktopLauncher {
         let (id, rx, _) = launch(&self.0, req, stdio.into(), None)?;
         let ended = |n: &FromInit| match n {
             FromInit::Exited { code, .. } => Some(*code),
-            FromInit::Signaled { signal, .. } => Some(128 + signal),
+            FromInit::Signaled { signal, .. } => Some(signal_status(*signal)),
             _ => None,
         };
         match rx.recv() {
@@ -541,5 +543,35 @@ impl crate::desktop::services::Launcher for DesktopLauncher {
 
     fn stopping(&self) -> bool {
         self.0.stopping.load(Ordering::SeqCst) || self.0.init_gone.load(Ordering::SeqCst)
+    }
+}
+
+/// The signals a Linux process can end by; a number outside them (from a
+/// VM guest's relay, or any init that is not the jail's) is malformed.
+const SIGNALS: std::ops::RangeInclusive<i32> = 1..=64;
+
+/// The signal an exec ended by, when it is one (see [`SIGNALS`]).
+fn signal_number(signal: i32) -> Option<i32> {
+    SIGNALS.contains(&signal).then_some(signal)
+}
+
+/// The shell's status for an exec ended by `signal`: 128 + it, or 255
+/// for a malformed number (never an overflow of `128 + signal`).
+fn signal_status(signal: i32) -> i32 {
+    signal_number(signal).map_or(255, |s| 128 + s)
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_outside_1_to_64_is_malformed_and_never_overflows() {
+        assert_eq!(signal_status(9), 137);
+        assert_eq!(signal_status(64), 192);
+        for forged in [i32::MAX, i32::MIN, 0, -1, 65] {
+            assert_eq!(signal_number(forged), None);
+            assert_eq!(signal_status(forged), 255);
+        }
     }
 }
