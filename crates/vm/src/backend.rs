@@ -11,11 +11,10 @@ use crate::machine::{Accel, Config, Machine, MachineError};
 use crate::wire::{Ended, Frame, Kind, Spawn, CONNECTION};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
@@ -563,7 +562,7 @@ pub fn run_controlled(
             pid: machine.pid() as i32,
         },
     ));
-    let (tx, rx) = channel();
+    let (tx, rx) = sync_channel(crate::control::FRAMES_MAX);
     // A copy's restore read its channel up to the guest's answer to its
     // new identity; what the saved VMM had half read was consumed there.
     let rest = match &restoring {
@@ -672,7 +671,7 @@ fn relay(
     spec: &SandboxSpec,
     program: Program,
     live: &mut crate::control::Live,
-    (tx, rx): (Sender<Input>, &Receiver<Input>),
+    (tx, rx): (SyncSender<Input>, &Receiver<Input>),
     attach: &mut dyn Attach,
     control: &crate::control::Control,
 ) -> Result<Ended2, VmError> {
@@ -739,8 +738,10 @@ fn outcome_of(ended: Ended2, spec: &SandboxSpec, console: String) -> Result<Outc
             signal: None,
             message: None,
         },
+        // Checked where it was read (`Ended::checked`); 255 should a
+        // malformed one ever reach here, never an overflow.
         Ended2::Exit(Ended::Signaled(sig)) => Outcome {
-            status: 128 + sig,
+            status: Ended::Signaled(sig).status().unwrap_or(255),
             reason: ExitReason::Signaled,
             signal: Some(sig),
             message: None,

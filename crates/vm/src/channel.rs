@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Most bytes held for a guest that does not run; beyond, frames are
 /// dropped (a writer blocked on a paused guest would hold the channel
@@ -24,12 +25,37 @@ const HELD_MAX: usize = 1 << 20;
 /// the VMM's socket, or, while the guest does not run, a queue.
 pub(crate) struct Link {
     stream: UnixStream,
+    stall: Duration,
     held: Option<Vec<u8>>,
+}
+
+/// How long a write to the guest may wait for it to take the bytes: a
+/// guest that stops reading its port is found out here, and its channel
+/// shut (the sandbox ends as a VM gone), rather than every relay thread
+/// frozen behind the channel's lock.
+pub(crate) const GUEST_STALL: Duration = Duration::from_secs(30);
+
+/// `stream` with writes bounded by `stall`.
+fn bounded(stream: UnixStream, stall: Duration) -> UnixStream {
+    if let Err(e) = stream.set_write_timeout(Some(stall)) {
+        // Not expected of a connected Unix socket; said, not hidden.
+        tracing::warn!("cannot bound writes to the guest's channel: {e}");
+    }
+    stream
 }
 
 impl Link {
     pub(crate) fn new(stream: UnixStream) -> Link {
-        Link { stream, held: None }
+        Link::stalling_after(stream, GUEST_STALL)
+    }
+
+    /// Writes to the guest bounded by `stall` (not [`GUEST_STALL`]).
+    fn stalling_after(stream: UnixStream, stall: Duration) -> Link {
+        Link {
+            stream: bounded(stream, stall),
+            stall,
+            held: None,
+        }
     }
 
     pub(crate) fn hold(&mut self) {
@@ -40,12 +66,74 @@ impl Link {
     /// one), which is written to from now on.
     pub(crate) fn release(&mut self, stream: Option<UnixStream>) {
         if let Some(s) = stream {
-            self.stream = s;
+            self.stream = bounded(s, self.stall);
         }
         if let Some(q) = self.held.take() {
-            let _ = self.stream.write_all(&q);
+            let _ = self.write_stream(&q);
         }
     }
+
+    /// Write to the guest's channel; a write that times out shuts the
+    /// channel (a frame half written cannot be taken back, and the guest
+    /// stopped reading): its reader ends, and the sandbox with it.
+    fn write_stream(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.stream.write(buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                tracing::warn!(
+                    "the guest took nothing from its channel for {} s; the VM is cut off",
+                    self.stall.as_secs()
+                );
+                let _ = self.stream.shutdown(std::net::Shutdown::Both);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+}
+
+/// Write `buf` to a caller's `out` (a pipe, a terminal, a socket), giving
+/// up at `deadline`: `Err(TimedOut)` when the caller has not taken it by
+/// then. Written in pieces of at most `PIPE_BUF` after each readiness, so
+/// that no single write blocks past the deadline and the descriptor's
+/// flags (shared with the caller) stay untouched. Without a deadline, a
+/// plain blocking write.
+/// `PIPE_BUF` on Linux: a pipe that polls writable takes this much
+/// without blocking.
+const PIECE: usize = 4096;
+
+pub(crate) fn write_within(
+    out: &mut File,
+    buf: &[u8],
+    deadline: Option<Instant>,
+) -> std::io::Result<()> {
+    let Some(deadline) = deadline else {
+        return out.write_all(buf);
+    };
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLOUT)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) if Instant::now() >= deadline => return Err(std::io::ErrorKind::TimedOut.into()),
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let piece = rest.len().min(PIECE);
+        match out.write(&rest[..piece]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl Write for Link {
@@ -60,7 +148,7 @@ impl Write for Link {
                 q.extend_from_slice(buf);
                 Ok(buf.len())
             }
-            None => self.stream.write(buf),
+            None => self.write_stream(buf),
         }
     }
 
@@ -115,4 +203,67 @@ pub(crate) fn frames(buf: &mut Vec<u8>) -> Result<Vec<Frame>, crate::wire::WireE
         out.push(f);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_guest_that_stops_reading_is_found_out_and_its_channel_shut() {
+        let (host, mut guest) = UnixStream::pair().expect("socketpair");
+        let w: Writer = Arc::new(Mutex::new(Link::stalling_after(
+            host,
+            Duration::from_millis(300),
+        )));
+        let started = Instant::now();
+        // The guest reads nothing: the socket's buffer fills, then the
+        // write times out instead of holding the lock for ever.
+        for _ in 0..200 {
+            send(&w, Frame::new(Kind::Stdin, 1, vec![0u8; CHUNK]));
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "writes to a guest that reads nothing were not bounded: {:?}",
+            started.elapsed()
+        );
+        // The channel was shut: the guest's side reads its end after
+        // what was buffered.
+        guest
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut sink = Vec::new();
+        let read = guest.read_to_end(&mut sink);
+        assert!(read.is_ok(), "the channel was not shut: {read:?}");
+        assert!(w.lock().is_ok(), "the channel's lock is free");
+    }
+
+    #[test]
+    fn a_caller_that_takes_nothing_is_given_up_on_at_the_deadline() {
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let mut out = File::from(w);
+        let started = Instant::now();
+        let by = Some(Instant::now() + Duration::from_millis(300));
+        let res = write_within(&mut out, &vec![7u8; 1 << 20], by);
+        assert_eq!(res.map_err(|e| e.kind()), Err(std::io::ErrorKind::TimedOut));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(r);
+    }
+
+    #[test]
+    fn a_caller_that_reads_gets_every_byte_written_within_the_deadline() {
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::from(r).read_to_end(&mut got).map(|_| got)
+        });
+        let mut out = File::from(w);
+        let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        let by = Some(Instant::now() + Duration::from_secs(20));
+        write_within(&mut out, &data, by).expect("written");
+        drop(out);
+        let got = reader.join().expect("reader").expect("read");
+        assert_eq!(got, data);
+    }
 }

@@ -20,8 +20,8 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -95,7 +95,7 @@ pub struct Control(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
-    relay: Mutex<Option<Sender<Input>>>,
+    relay: Mutex<Option<SyncSender<Input>>>,
     /// The VMM's PID (its keeper's) while one runs; 0 while none does.
     vmm: AtomicU32,
     /// A VM paused to disk by a supervisor that is gone, or a copy of
@@ -118,13 +118,15 @@ pub(crate) enum Restore {
 impl Control {
     fn ask(&self, op: Op) -> Result<&'static str, ControlError> {
         let (tx, rx) = sync_channel(1);
-        {
+        // Sent without the lock held: the relay's queue is bounded, and
+        // a relay that ends takes the lock to say so.
+        let relay = {
             let relay = self.0.relay.lock().map_err(|_| ControlError::NoAnswer)?;
-            let relay = relay.as_ref().ok_or(ControlError::NotRunning)?;
-            relay
-                .send(Input::Control(op, tx))
-                .map_err(|_| ControlError::NotRunning)?;
-        }
+            relay.as_ref().ok_or(ControlError::NotRunning)?.clone()
+        };
+        relay
+            .send(Input::Control(op, tx))
+            .map_err(|_| ControlError::NotRunning)?;
         rx.recv_timeout(ANSWER_WITHIN)
             .map_err(|_| ControlError::NoAnswer)?
     }
@@ -172,7 +174,7 @@ impl Control {
         self.0.restore.lock().ok().and_then(|mut r| r.take())
     }
 
-    pub(crate) fn serve(&self, relay: Sender<Input>, vmm: u32) {
+    pub(crate) fn serve(&self, relay: SyncSender<Input>, vmm: u32) {
         if let Ok(mut r) = self.0.relay.lock() {
             *r = Some(relay);
         }
@@ -216,11 +218,15 @@ pub(crate) struct Live {
     pub(crate) machine: Option<Machine>,
     pub(crate) config: Config,
     pub(crate) writer: Writer,
-    tx: Sender<Input>,
+    tx: SyncSender<Input>,
     /// Which VMM's channel the reader reads: a reader of an ended one
     /// says so (its end is not the sandbox's).
     gen: u64,
     reader: Option<JoinHandle<Vec<u8>>>,
+    /// Set when the reader's VMM is ended by a pause to disk: a reader
+    /// waiting on the relay's full queue (the relay is the one saving)
+    /// gives back the frames it holds instead of waiting.
+    retired: Arc<AtomicBool>,
     /// The part of a frame the ended VMM's reader read last.
     rest: Vec<u8>,
     state: State,
@@ -230,7 +236,7 @@ pub(crate) struct Live {
     /// which its reader hands here, not to the relay (the relay is the
     /// one waiting for them).
     replies: Receiver<Frame>,
-    replies_tx: Sender<Frame>,
+    replies_tx: SyncSender<Frame>,
     /// The guest gave its shares back before it was saved: it mounts
     /// them again once restored.
     released: bool,
@@ -245,12 +251,12 @@ impl Live {
         machine: Machine,
         config: Config,
         timeout: Duration,
-        tx: Sender<Input>,
+        tx: SyncSender<Input>,
         rest: Vec<u8>,
     ) -> std::io::Result<Live> {
         let writer = Arc::new(Mutex::new(Link::new(machine.stream.try_clone()?)));
         let reader = machine.stream.try_clone()?;
-        let (replies_tx, replies) = channel();
+        let (replies_tx, replies) = sync_channel(REPLIES_MAX);
         let mut live = Live {
             machine: Some(machine),
             config,
@@ -258,6 +264,7 @@ impl Live {
             tx,
             gen: 0,
             reader: None,
+            retired: Arc::new(AtomicBool::new(false)),
             rest: Vec::new(),
             state: State::Running,
             timeout,
@@ -272,8 +279,10 @@ impl Live {
 
     fn read(&mut self, stream: UnixStream, rest: Vec<u8>) {
         let (tx, gen, replies) = (self.tx.clone(), self.gen, self.replies_tx.clone());
+        self.retired = Arc::new(AtomicBool::new(false));
+        let retired = self.retired.clone();
         self.reader = Some(std::thread::spawn(move || {
-            read_vm(stream, rest, gen, tx, replies)
+            read_vm(stream, rest, gen, Feed { tx, retired }, replies)
         }));
     }
 
@@ -410,6 +419,7 @@ impl Live {
         // The ended VMM's reader ends now, and what it says of its end is
         // not the sandbox's.
         self.gen += 1;
+        self.retired.store(true, Ordering::SeqCst);
         self.rest = self
             .reader
             .take()
@@ -568,6 +578,59 @@ impl Drop for Live {
     }
 }
 
+/// Most frames of the guest's held for the relay: its reader stops
+/// reading the channel while they wait (the guest's writes then block in
+/// the guest, the guest's own problem), so that what the host holds of
+/// the guest's output is bounded (this many frames of at most
+/// `MAX_PAYLOAD` bytes), whatever the guest sends and however slowly a
+/// caller takes it.
+pub(crate) const FRAMES_MAX: usize = 64;
+
+/// The relay's queue as a channel's reader feeds it.
+pub(crate) struct Feed {
+    pub(crate) tx: SyncSender<Input>,
+    /// See [`Live`]'s `retired`.
+    pub(crate) retired: Arc<AtomicBool>,
+}
+
+/// What became of a frame fed to the relay.
+enum Sent {
+    Yes,
+    /// The relay is gone.
+    Gone,
+    /// The queue was full and the reader's VMM retired: the frame back.
+    Retired(Frame),
+}
+
+impl Feed {
+    /// Wait while the queue is full (the relay busy with a caller), but
+    /// not for a relay that retired this reader's VMM: it is saving, and
+    /// waits for this reader's end.
+    fn send(&self, input: Input) -> Sent {
+        let mut input = input;
+        loop {
+            match self.tx.try_send(input) {
+                Ok(()) => return Sent::Yes,
+                Err(TrySendError::Disconnected(_)) => return Sent::Gone,
+                Err(TrySendError::Full(back)) => {
+                    if self.retired.load(Ordering::SeqCst) {
+                        return match back {
+                            Input::Vm(f) => Sent::Retired(f),
+                            _ => Sent::Gone,
+                        };
+                    }
+                    input = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+}
+
+/// Most answers about its shares (`Released`, `Reattached`) the guest
+/// may have waiting; the relay asks one question at a time.
+const REPLIES_MAX: usize = 4;
+
 /// Read the frames of a VMM's channel, starting from `rest` (the part of
 /// a frame the reader of the VMM before it read last), into `tx`; at its
 /// end, say so as reader `gen` and give back the part of a frame read
@@ -576,21 +639,46 @@ pub(crate) fn read_vm(
     mut stream: UnixStream,
     mut rest: Vec<u8>,
     gen: u64,
-    tx: Sender<Input>,
-    replies: Sender<Frame>,
+    tx: Feed,
+    replies: SyncSender<Frame>,
 ) -> Vec<u8> {
     use crate::wire::Kind;
     let mut chunk = vec![0u8; CHUNK + 64];
     loop {
         match crate::channel::frames(&mut rest) {
             Ok(frames) => {
-                for f in frames {
+                let mut frames = frames.into_iter();
+                while let Some(f) = frames.next() {
                     if matches!(f.kind, Kind::Released | Kind::Reattached) {
-                        let _ = replies.send(f);
-                        continue;
+                        // One answer per question: a guest that sends
+                        // more than the queue holds, unasked, is cut off
+                        // (its channel ends, and the sandbox with it).
+                        match replies.try_send(f) {
+                            Ok(()) => continue,
+                            Err(TrySendError::Full(_)) => {
+                                tracing::warn!(
+                                    "the guest sent more than {REPLIES_MAX} unasked share answers; the VM is cut off"
+                                );
+                                let _ = stream.shutdown(std::net::Shutdown::Both);
+                                let _ = tx.send(Input::VmGone(gen));
+                                return Vec::new();
+                            }
+                            Err(TrySendError::Disconnected(_)) => continue,
+                        }
                     }
-                    if tx.send(Input::Vm(f)).is_err() {
-                        return Vec::new();
+                    match tx.send(Input::Vm(f)) {
+                        Sent::Yes => {}
+                        Sent::Gone => return Vec::new(),
+                        // Given back whole, ahead of the part read last:
+                        // the restored VMM's reader delivers them first.
+                        Sent::Retired(f) => {
+                            let mut back = Vec::new();
+                            for f in std::iter::once(f).chain(frames) {
+                                let _ = f.write_to(&mut back);
+                            }
+                            back.extend_from_slice(&rest);
+                            return back;
+                        }
                     }
                 }
             }
@@ -610,3 +698,6 @@ pub(crate) fn read_vm(
     let _ = tx.send(Input::VmGone(gen));
     rest
 }
+
+#[cfg(test)]
+mod tests;

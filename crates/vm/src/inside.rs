@@ -28,7 +28,7 @@ use warden_protocol::spawn::FromInit;
 /// How long a connection's bytes may wait for the caller to take them
 /// before the connection is closed: a caller that stops reading must not
 /// hold up the VM's channel, which every process of the sandbox shares.
-const CALLER_STALL: Duration = Duration::from_secs(5);
+pub(crate) const CALLER_STALL: Duration = Duration::from_secs(5);
 
 /// The connections asked for and open, by their id on the channel.
 #[derive(Default)]

@@ -6,7 +6,7 @@
 
 use super::*;
 
-pub(super) fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
+pub(super) fn read_requests(channel: &OwnedFd, tx: SyncSender<Input>) {
     use warden_jail::spawn::Request;
     loop {
         match warden_jail::spawn::read_request(channel.as_fd()) {
@@ -89,17 +89,29 @@ pub(super) fn one_command(
         };
         match input {
             Input::Vm(f) if f.id == ID => match f.kind {
-                Kind::Stdout => {
-                    let _ = std::io::stdout().write_all(&f.payload);
-                    let _ = std::io::stdout().flush();
-                }
-                Kind::Stderr => {
-                    let _ = std::io::stderr().write_all(&f.payload);
+                // Written within the sandbox's time: a reader of ours
+                // that stops (`warden run | sleep`) holds the guest's
+                // output in the guest (the relay's queue is bounded), and
+                // the timeout still ends the run.
+                Kind::Stdout | Kind::Stderr => {
+                    let fd = if f.kind == Kind::Stdout {
+                        std::io::stdout().as_fd().try_clone_to_owned()
+                    } else {
+                        std::io::stderr().as_fd().try_clone_to_owned()
+                    };
+                    if let Ok(fd) = fd {
+                        let mut out = File::from(fd);
+                        let written = crate::channel::write_within(&mut out, &f.payload, deadline);
+                        if matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::TimedOut) {
+                            break Ended2::Timeout;
+                        }
+                    }
                 }
                 Kind::Failed => break Ended2::ExecFailed(f.parse::<i32>().unwrap_or(0)),
-                Kind::Ended => match f.parse::<Ended>() {
-                    Ok(e) => break Ended2::Exit(e),
-                    Err(_) => break Ended2::Gone,
+                // A forged signal is malformed: the guest is gone.
+                Kind::Ended => match f.parse::<Ended>().ok().and_then(Ended::checked) {
+                    Some(e) => break Ended2::Exit(e),
+                    None => break Ended2::Gone,
                 },
                 _ => {}
             },
@@ -120,6 +132,8 @@ pub(super) struct Exec {
     stdout: File,
     stderr: File,
     stop: Arc<AtomicBool>,
+    /// Its caller stalled or went: its output is dropped from now on.
+    cut: bool,
     /// With a terminal: its master side, for the caller with `spawned`.
     master: Option<OwnedFd>,
 }
@@ -289,6 +303,7 @@ impl Served<'_> {
                 stdout: File::from(stdout),
                 stderr: File::from(stderr),
                 stop,
+                cut: false,
                 master,
             },
         );
@@ -323,23 +338,43 @@ impl Served<'_> {
                 )
             }
             Kind::Stdout | Kind::Stderr => {
-                if let Some(e) = self.execs.get_mut(&f.id) {
+                if let Some(e) = self.execs.get_mut(&f.id).filter(|e| !e.cut) {
                     let out = if f.kind == Kind::Stdout {
                         &mut e.stdout
                     } else {
                         &mut e.stderr
                     };
-                    let _ = out.write_all(&f.payload);
+                    // A caller that takes nothing for CALLER_STALL has
+                    // its output cut (the protocol has no flow control
+                    // per exec, and the relay serves every process and
+                    // request of the sandbox): what follows is dropped,
+                    // the process runs on.
+                    let by = Instant::now() + crate::inside::CALLER_STALL;
+                    if let Err(err) = crate::channel::write_within(out, &f.payload, Some(by)) {
+                        if err.kind() == std::io::ErrorKind::TimedOut {
+                            tracing::warn!(
+                                exec = f.id,
+                                "the caller took none of its output for {} s; its output is cut",
+                                crate::inside::CALLER_STALL.as_secs()
+                            );
+                        }
+                        e.cut = true;
+                    }
                 }
             }
             Kind::Ended => {
                 if let Some(e) = self.execs.remove(&f.id) {
                     e.stop.store(true, Ordering::SeqCst);
                 }
-                let notice = match f.parse::<Ended>() {
-                    Ok(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
-                    Ok(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
-                    Err(_) => return,
+                // A forged signal (outside 1..=64) is malformed, never
+                // passed on.
+                let notice = match f.parse::<Ended>().ok().and_then(Ended::checked) {
+                    Some(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
+                    Some(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
+                    None => {
+                        tracing::warn!(exec = f.id, "the guest sent a malformed end; dropped");
+                        return;
+                    }
                 };
                 notify(channel, &notice);
             }
