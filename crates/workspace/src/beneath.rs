@@ -68,13 +68,19 @@ impl Tree {
     }
 
     /// The real workspace at `path`. A missing workspace is an empty tree.
+    /// Its path is opened through no symbolic link in any component
+    /// ([`crate::anchor`]): a link swapped into a parent is refused.
     pub(crate) fn real(path: &Path) -> io::Result<Tree> {
-        match Tree::open(path, REAL) {
+        match crate::anchor::open(path) {
+            Ok(root) => Ok(Tree {
+                root: Some(root),
+                resolve: REAL,
+            }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Tree {
                 root: None,
                 resolve: REAL,
             }),
-            other => other,
+            Err(e) => Err(e),
         }
     }
 

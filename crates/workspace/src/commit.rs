@@ -241,7 +241,7 @@ impl Locked<'_> {
                 return Err(CommitError::Unreviewed(unreviewed));
             }
         }
-        let real = Real::open(&workspace)?;
+        let real = Real::open(&workspace, meta.workspace_id)?;
         let (conflicts, refusals) = check_all(&real, &changes, &chosen, &meta)?;
         if !refusals.is_empty() {
             return Err(CommitError::Unsafe(refusals));

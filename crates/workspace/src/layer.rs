@@ -42,6 +42,21 @@ pub enum LayerError {
     Diff(#[from] crate::diff::DiffError),
 }
 
+/// Refuse a workspace whose path goes through a link or leads to another
+/// directory than the sandbox's ([`crate::anchor`]); a missing one is
+/// left to the callers (an empty tree).
+fn checked_workspace(meta: &crate::Meta) -> Result<(), LayerError> {
+    match crate::anchor::open_checked(&meta.workspace, meta.workspace_id) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(LayerError::Io {
+            op: "open workspace",
+            path: PathBuf::new(),
+            source,
+        }),
+    }
+}
+
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> LayerError + 'a {
     move |source| LayerError::Io {
         op,
@@ -113,10 +128,11 @@ impl Locked<'_> {
             return if overlay {
                 self.discard_all()
             } else {
-                self.discard_in_copy(&meta.workspace)
+                self.discard_in_copy(&meta)
             };
         }
         let upper = Tree::layer(&self.sandbox.upper()).map_err(io_err("open", Path::new("")))?;
+        checked_workspace(&meta)?;
         let real = Tree::real(&meta.workspace).map_err(io_err("open", Path::new("")))?;
         let mut acted = Vec::new();
         let mut through = None;
@@ -178,10 +194,11 @@ impl Locked<'_> {
 
     /// Discard every change of a copy-layout sandbox: the copy becomes a
     /// copy of the real workspace again.
-    fn discard_in_copy(&self, workspace: &Path) -> Result<(), LayerError> {
+    fn discard_in_copy(&self, meta: &crate::Meta) -> Result<(), LayerError> {
+        checked_workspace(meta)?;
         // Taken before the copy: a host change made while copying is newer.
         let baseline = self.new_baseline()?;
-        self.replace_upper(Some(workspace))?;
+        self.replace_upper(Some(&meta.workspace))?;
         let mut meta = self.fresh_meta()?;
         meta.baseline = baseline;
         meta.own_writes.clear();

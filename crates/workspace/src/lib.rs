@@ -16,6 +16,7 @@
 // (tests may say why they skipped).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+mod anchor;
 mod beneath;
 mod change;
 pub mod commit;
@@ -39,6 +40,7 @@ pub mod treecopy;
 mod view;
 mod wire;
 
+pub use anchor::WorkspaceId;
 pub use change::{is_format, printable, printable_name, printable_path};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
@@ -77,6 +79,18 @@ pub(crate) fn changes(
     upper: &std::path::Path,
     opts: &DiffOptions,
 ) -> Result<Vec<Change>, DiffError> {
+    // The workspace the sandbox was created over, or none: never another
+    // directory that a link or a replacement put at its path.
+    match anchor::open_checked(&meta.workspace, meta.workspace_id) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(DiffError::Read {
+                path: std::path::PathBuf::new(),
+                source,
+            })
+        }
+    }
     match meta.layout {
         Layout::Overlay => diff_layers(upper, &meta.workspace, opts),
         Layout::Copy => diff::diff_trees(upper, &meta.workspace, opts),

@@ -54,16 +54,18 @@ pub(crate) const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_MAGICLINKS);
 
 impl Real {
-    pub(crate) fn open(path: &Path) -> Result<Real, RealError> {
-        let root = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| RealError::Workspace {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
+    /// The workspace at `path`, reached through no symbolic link in any
+    /// component, and the directory `expected` when the record holds its
+    /// identity (see [`crate::anchor`]).
+    pub(crate) fn open(
+        path: &Path,
+        expected: Option<crate::WorkspaceId>,
+    ) -> Result<Real, RealError> {
+        let root =
+            crate::anchor::open_checked(path, expected).map_err(|source| RealError::Workspace {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(Real { root })
     }
 

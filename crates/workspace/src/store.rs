@@ -247,6 +247,12 @@ pub struct Meta {
     /// made before warden kept one (see [`Sandbox::uid`]).
     #[serde(default)]
     pub uid: String,
+    /// The identity of the workspace's directory when the sandbox was
+    /// created (or, for a sandbox made before warden kept it, when it was
+    /// next started): a commit, diff or discard refuses a directory at
+    /// the same path that is not this one (see [`crate::anchor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<crate::WorkspaceId>,
 }
 
 /// What to create.
@@ -340,6 +346,12 @@ impl Store {
         if !workspace.is_dir() {
             return Err(StoreError::NotADirectory(workspace));
         }
+        let workspace_id = crate::anchor::open(&workspace)
+            .and_then(|fd| crate::WorkspaceId::of(&fd))
+            .map_err(|source| StoreError::Workspace {
+                path: workspace.clone(),
+                source,
+            })?;
         let dir = self.dir(name);
         // Not recursive: an existing sandbox must be refused, not reused.
         match fs::DirBuilder::new().mode(0o700).create(&dir) {
@@ -387,6 +399,7 @@ impl Store {
                 own_writes: Vec::new(),
                 runs_on_host: opts.runs_on_host.clone(),
                 uid: new_uid(),
+                workspace_id: Some(workspace_id),
             };
             write_json(&dir.join("meta.json"), &meta)?;
             Ok(Sandbox {
@@ -655,6 +668,14 @@ impl Locked<'_> {
     pub fn set_state(&self, state: SandboxState) -> Result<(), StoreError> {
         let mut meta = self.fresh_meta()?;
         meta.state = state;
+        if meta.workspace_id.is_none() && state == SandboxState::Running {
+            // A sandbox made before warden kept its workspace's identity
+            // learns it at its next start (which refuses a path through a
+            // link, as the opening here does).
+            meta.workspace_id = crate::anchor::open(&meta.workspace)
+                .and_then(|fd| crate::WorkspaceId::of(&fd))
+                .ok();
+        }
         write_json(&self.sandbox.dir.join("meta.json"), &meta)
     }
 
