@@ -106,6 +106,7 @@ mod vm_fork;
 mod vm_fs;
 mod vm_logs;
 mod vm_pause;
+mod vm_relay;
 mod vm_rootimage;
 mod vm_shares;
 mod vmm_escape;

@@ -1,0 +1,194 @@
+//! The VM relay's bounds (review 14, finding 1) through the real command:
+//! a guest that floods its output towards a caller that reads nothing is
+//! held in the guest, not in warden's memory, and the stalled caller does
+//! not hold up the sandbox's other requests or its timeout.
+//!
+//! Each test boots a VM (seconds under emulation): `#[ignore]`d, run with
+//! `cargo test -p warden-cli --test all -- --ignored suite::vm_relay`.
+
+use crate::common::vm::*;
+use crate::common::*;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How much a process may grow while a flood waits on its caller: the
+/// relay's queue (64 frames of at most 256 KiB) and a reader's buffer,
+/// with room; before the bounds the growth was ~55 MB/s.
+const GROWTH_MAX_KB: u64 = 64 * 1024;
+
+/// How long the flood is watched.
+const WATCH: Duration = Duration::from_secs(12);
+
+struct Stopper<'a>(&'a Path, &'a str);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
+    }
+}
+
+/// A child this test started, killed (by its own PID) if the test fails.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rss_kb(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Wait until `child`'s stdout has something to read (the flood has
+/// begun), reading none of it.
+fn flood_begun(child: &Child, within: Duration) {
+    let out = child.stdout.as_ref().expect("piped stdout");
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLIN)];
+    let ms = u16::try_from(within.as_millis()).unwrap_or(u16::MAX);
+    let n = poll(&mut fds, PollTimeout::from(ms)).expect("poll");
+    assert!(n > 0, "the guest's output never began");
+}
+
+/// The largest growth of `pid`'s RSS over [`WATCH`] from its size now.
+fn growth_kb(pid: i32) -> (u64, u64) {
+    let base = rss_kb(pid);
+    let mut peak = base;
+    let until = Instant::now() + WATCH;
+    while Instant::now() < until {
+        peak = peak.max(rss_kb(pid));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (base, peak.saturating_sub(base))
+}
+
+fn warden_cmd(state: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(warden_bin());
+    c.args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_run_whose_reader_stops_holds_bounded_memory_and_still_ends_at_its_timeout() {
+    if guest_release().is_none() {
+        return;
+    }
+    let state = TempDir::new("vm-relay-run");
+    // `warden run ... | sleep`: stdout a pipe nobody reads.
+    let child = warden_cmd(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--timeout",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            "head -c 3000000000 /dev/zero",
+        ],
+    )
+    .spawn()
+    .expect("warden run");
+    let mut child = Reaped(child);
+    let started = Instant::now();
+    flood_begun(&child.0, Duration::from_secs(90));
+    let pid = child.0.id() as i32;
+    let (base, grew) = growth_kb(pid);
+    eprintln!("warden run: {base} KiB, grew {grew} KiB over {WATCH:?}");
+    assert!(
+        grew < GROWTH_MAX_KB,
+        "warden run grew {grew} KiB while its reader read nothing"
+    );
+    // Its writes wait within the sandbox's time: the timeout ends it.
+    let deadline = started + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "warden run outlived its timeout while its reader stalled"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!status.success(), "a timed-out run succeeded");
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn an_exec_whose_caller_stops_reading_holds_bounded_memory_and_another_exec_answers_meanwhile() {
+    if guest_release().is_none() {
+        return;
+    }
+    let state = TempDir::new("vm-relay-exec");
+    let s = state.path();
+    let _stop = Stopper(s, "box");
+    ok(&vm_warden(s, &["create", "--isolation", "vm", "box"], None));
+    ok(&vm_warden(s, &["start", "box"], None));
+    let supervisor = supervisor_pid(s, "box");
+    // `warden exec box -- flood | sleep`.
+    let flood = warden_cmd(
+        s,
+        &[
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "head -c 2000000000 /dev/zero",
+        ],
+    )
+    .spawn()
+    .expect("warden exec");
+    let flood = Reaped(flood);
+    flood_begun(&flood.0, Duration::from_secs(60));
+    let (base, grew) = growth_kb(supervisor);
+    eprintln!("supervisor: {base} KiB, grew {grew} KiB over {WATCH:?}");
+    assert!(
+        grew < GROWTH_MAX_KB,
+        "the supervisor grew {grew} KiB while a caller read nothing"
+    );
+    // The stalled caller holds up nothing else.
+    let asked = Instant::now();
+    let mut other = Reaped(
+        warden_cmd(s, &["exec", "box", "--", "echo", "during-stall"])
+            .spawn()
+            .expect("warden exec"),
+    );
+    loop {
+        if other.0.try_wait().expect("wait").is_some() {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "another exec did not answer while a caller stalled"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut out = String::new();
+    if let Some(mut o) = other.0.stdout.take() {
+        use std::io::Read;
+        let _ = o.read_to_string(&mut out);
+    }
+    eprintln!("the other exec answered in {:?}", asked.elapsed());
+    assert_eq!(out.trim(), "during-stall");
+}
