@@ -344,7 +344,9 @@ impl Served<'_> {
                     } else {
                         &mut e.stderr
                     };
-                    // A caller that takes nothing for CALLER_STALL has
+                    // A caller that has not taken the frame within
+                    // CALLER_STALL (the bound of the relay's wait per
+                    // frame, so a reader slower than that counts) has
                     // its output cut (the protocol has no flow control
                     // per exec, and the relay serves every process and
                     // request of the sandbox): what follows is dropped,
@@ -354,7 +356,7 @@ impl Served<'_> {
                         if err.kind() == std::io::ErrorKind::TimedOut {
                             tracing::warn!(
                                 exec = f.id,
-                                "the caller took none of its output for {} s; its output is cut",
+                                "the caller did not take its output within {} s; its output is cut",
                                 crate::inside::CALLER_STALL.as_secs()
                             );
                         }
