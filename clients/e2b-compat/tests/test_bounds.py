@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 from e2b import PtySize, Sandbox
-from e2b.exceptions import RateLimitException, SandboxUnreachableException
+from e2b.exceptions import RateLimitException
 
 from conftest import Daemon, point_sdk, serve
 
@@ -103,6 +103,32 @@ def _serving(d: Daemon, key: str) -> Sandbox:
 def _door(d: Daemon) -> Tuple[str, int]:
     u = urlparse(d.url)
     return u.hostname or "127.0.0.1", u.port or 80
+
+
+def _start_head(d: Daemon, sbx: Sandbox) -> str:
+    """The head of the door's answer to a process Start sent as the SDK
+    sends it (a Connect stream of one message), lower-cased."""
+    host, port = _door(d)
+    message = json.dumps({"process": {"cmd": "/bin/true"}}).encode()
+    body = b"\x00" + len(message).to_bytes(4, "big") + message
+    s = socket.create_connection((host, port), timeout=10)
+    s.sendall(
+        (
+            f"POST /process.Process/Start HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"E2b-Sandbox-Id: {sbx.sandbox_id}\r\nX-Access-Token: {sbx._envd_access_token}\r\n"
+            "Content-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    s.close()
+    return head.split(b"\r\n\r\n", 1)[0].decode(errors="replace").lower()
 
 
 def _relay(d: Daemon, sbx: Sandbox) -> Tuple[int, socket.socket, bytes]:
@@ -244,6 +270,11 @@ def test_process_streams_and_watches_take_their_places_from_the_same_ledger(
         # The bound is reached: the next stream of any kind is refused.
         with pytest.raises(RateLimitException):
             sbx.commands.run("echo refused")
+        # Refused before its body is read, the answer says its connection
+        # closes: a client that kept it for its next call would have that
+        # call fail ("connection closed before message completed").
+        head = _start_head(bounded, sbx)
+        assert "connection: close" in head, head
         with pytest.raises(RateLimitException):
             sbx.files.watch_dir("watched")
         status, s, _ = _relay(bounded, sbx)
@@ -255,14 +286,8 @@ def test_process_streams_and_watches_take_their_places_from_the_same_ledger(
         handles[-1].disconnect()
         with pytest.raises(RateLimitException):
             sbx.commands.run("echo still refused")
-        # A process that ends gives back its place. (Asked again once if
-        # the SDK sent it on a kept-alive connection the daemon was closing
-        # as idle at that moment: HTTP/1.1's race, not a refusal.)
-        ending = handles.pop()
-        try:
-            ending.kill()
-        except SandboxUnreachableException:
-            ending.kill()
+        # A process that ends gives back its place.
+        handles.pop().kill()
         deadline = time.monotonic() + 5
         while True:
             try:

@@ -387,7 +387,7 @@ async fn connection<I, S>(io: I, service: S, held: Held, mut stop: watch::Receiv
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<
-            http::Request<hyper::body::Incoming>,
+            http::Request<Tracked>,
             Response = axum::response::Response,
             Error = Infallible,
         > + Clone
@@ -395,7 +395,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let service = TowerToHyperService::new(service);
+    let service = TowerToHyperService::new(Closing { inner: service });
     let conn = builder()
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
@@ -408,6 +408,100 @@ where
     tokio::select! {
         _ = conn => {}
         () = held.evicted() => {}
+    }
+}
+
+/// A request's body that says whether it was read to its end.
+pub(crate) struct Tracked {
+    inner: hyper::body::Incoming,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// An answer made while its request's body was still unread (a refusal
+/// before the body is read, such as a stream's place refused, which the
+/// E2B door answers with a Connect error stream of status 200) closes its
+/// connection, and says so. hyper closes such a connection after the
+/// answer anyway (the rest of the body cannot be told from the next
+/// request), but without `Connection: close` a client keeps it for its
+/// next request and sends that on it as it closes: the next call then
+/// fails with "connection closed before message completed" (the E2B
+/// SDK's call after a refused stream did, now and then). An upgrade's 101
+/// is left alone.
+#[derive(Clone)]
+struct Closing<S> {
+    inner: S,
+}
+
+impl<S> tower::Service<http::Request<hyper::body::Incoming>> for Closing<S>
+where
+    S: tower::Service<
+            http::Request<Tracked>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        use hyper::body::Body as _;
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(
+            req.body().is_end_stream(),
+        ));
+        let req = req.map(|inner| Tracked {
+            inner,
+            ended: ended.clone(),
+        });
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let mut response = answer.await?;
+            if response.status() != http::StatusCode::SWITCHING_PROTOCOLS
+                && !ended.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok(response)
+        })
     }
 }
 
