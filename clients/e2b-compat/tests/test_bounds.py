@@ -105,6 +105,18 @@ def _door(d: Daemon) -> Tuple[str, int]:
     return u.hostname or "127.0.0.1", u.port or 80
 
 
+def _read_head(s: socket.socket) -> bytes:
+    """What `s` gives up to the end of an answer's head (and any bytes
+    behind it in the same reads)."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
 def _start_head(d: Daemon, sbx: Sandbox) -> str:
     """The head of the door's answer to a process Start sent as the SDK
     sends it (a Connect stream of one message), lower-cased."""
@@ -121,12 +133,7 @@ def _start_head(d: Daemon, sbx: Sandbox) -> str:
         ).encode()
         + body
     )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        head += chunk
+    head = _read_head(s)
     s.close()
     return head.split(b"\r\n\r\n", 1)[0].decode(errors="replace").lower()
 
@@ -144,12 +151,7 @@ def _relay(d: Daemon, sbx: Sandbox) -> Tuple[int, socket.socket, bytes]:
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         ).encode()
     )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        head += chunk
+    head = _read_head(s)
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
     body = head.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in head else b""
     if status != 101:
