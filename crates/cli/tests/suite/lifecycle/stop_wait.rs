@@ -177,6 +177,16 @@ fn a_stuck_supervisor_makes_exec_and_pause_say_so_in_bounded_time_instead_of_han
     // Stuck: it takes no request (before, each command below waited for
     // its hello for ever).
     signal(pid, libc::SIGSTOP);
+    // Let go and ended if the test fails before its end: a supervisor
+    // left stopped would outlive the test.
+    struct LetGo(i32);
+    impl Drop for LetGo {
+        fn drop(&mut self) {
+            signal(self.0, libc::SIGCONT);
+            signal(self.0, libc::SIGKILL);
+        }
+    }
+    let _let_go = LetGo(pid);
     for args in [&["exec", "sh", "--", "true"][..], &["pause", "sh"][..]] {
         let t0 = Instant::now();
         let mut child = Command::new(warden_bin())
@@ -205,6 +215,9 @@ fn a_stuck_supervisor_makes_exec_and_pause_say_so_in_bounded_time_instead_of_han
             "{args:?}: {said}"
         );
     }
+    // Let go here: the guard is for a failure above only (its PID is
+    // not signalled once the supervisor may have ended).
+    std::mem::forget(_let_go);
     signal(pid, libc::SIGCONT);
     ok(&warden(state.path(), &["stop", "sh"]));
 }
