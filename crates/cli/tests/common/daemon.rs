@@ -192,6 +192,16 @@ pub fn call_on(
 /// One HTTP exchange with `url` through curl, bounded at 60 s: each header
 /// as `name: value`, a JSON body if any, then `extra` curl arguments; the
 /// status and the body.
+/// The `api_denied` lines of the daemon's audit log that `pick` keeps.
+pub fn denied(log: &std::path::Path, pick: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"api_denied\"") && pick(l))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A sandbox made through the E2B door at `e2b` (its address) with the
 /// API key `key`, from the base template with a 300 s timeout: the door's
 /// answer (`sandboxID`, `envdAccessToken`, ...).

@@ -8,19 +8,9 @@
 
 use crate::common::daemon::*;
 use crate::common::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-
-/// The `api_denied` lines of the daemon's audit log that `pick` keeps.
-fn denied(log: &Path, pick: impl Fn(&str) -> bool) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"api_denied\"") && pick(l))
-        .map(str::to_string)
-        .collect()
-}
 
 /// A token's id, as the daemon's records name it (`wdn_ID_SECRET`).
 fn id_of(token: &str) -> String {

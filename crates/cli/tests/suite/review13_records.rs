@@ -10,16 +10,6 @@ use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 
-/// The `api_denied` lines of the daemon's audit log that `pick` keeps.
-fn denied(log: &Path, pick: impl Fn(&str) -> bool) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"api_denied\"") && pick(l))
-        .map(str::to_string)
-        .collect()
-}
-
 /// `n` GETs of `url` with a bogus bearer token, on one curl from local
 /// address `from`: the statuses seen.
 fn flood(url: &str, from: &str, n: usize) -> Vec<String> {
