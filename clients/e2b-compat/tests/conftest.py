@@ -84,6 +84,9 @@ class Daemon:
     socket: str
     state: Path
     process: "subprocess.Popen[bytes]"
+    #: How [`serve`] started it (its arguments without the E2B address,
+    #: its environment, its log), for [`restart`].
+    launch: Optional[tuple] = None
 
     def owner(self) -> httpx.Client:
         return _Owner(self.socket)
@@ -163,6 +166,7 @@ def serve(
             raise RuntimeError(f"warden serve did not start:\n{text}")
         time.sleep(0.05)
     d = Daemon(url=found.group(1), socket=sock.group(1), state=state, process=proc)
+    d.launch = (args[:2] + args[4:] + ["--config", str(conf)], env, log_path)
     if native:
         d.native = native.group(1)  # type: ignore[attr-defined]
     saved = {k: v for k, v in os.environ.items() if k.startswith("E2B_")}
@@ -177,12 +181,53 @@ def serve(
                 for s in d.sandboxes():
                     c.delete(f"/v1/sandboxes/{s['id']}", params={"force": "true"})
         finally:
-            proc.send_signal(signal.SIGTERM)
+            # The daemon running now ([`restart`] may have replaced it).
+            d.process.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=20)
+                d.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                d.process.kill()
+                d.process.wait()
+
+
+def restart(d: Daemon, kill: bool = False) -> None:
+    """Stop daemon `d` (SIGTERM; SIGKILL with `kill`, as a crash) and start
+    it again on the same state directory, configuration and E2B address,
+    as its owner would after an upgrade: its sandboxes run on meanwhile
+    (their supervisors are detached) and the new daemon adopts them. For
+    a daemon of [`serve`]'s; its native address (if any) may change."""
+    assert d.launch is not None, "restart needs a daemon started by serve()"
+    args, env, log_path = d.launch
+    d.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    d.process.wait(timeout=20)
+    door = d.url.removeprefix("http://")
+    start = log_path.stat().st_size
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            args[:2] + ["--e2b", door] + args[2:],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    d.process = proc
+    listen = "--listen" in args
+    deadline = time.monotonic() + 30
+    while True:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        found = E2B.search(text)
+        native = re.search(r"and (http://\S+) \(tokens required\)", text)
+        if found and SOCKET.search(text) and (native or not listen):
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"warden serve did not start again:\n{text}")
+        time.sleep(0.05)
+    assert found.group(1) == d.url, (found.group(1), d.url)
+    if native:
+        d.native = native.group(1)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -454,8 +454,14 @@ impl App {
             let Ok(sb) = self.store.get(&row.sandbox) else {
                 continue;
             };
+            // Its place among its holder's long-lived answers, as before
+            // the restart, until it ends.
+            let lease = row
+                .holder
+                .as_deref()
+                .map(|who| self.leases.restore(who, crate::leases::Kind::Command));
             let h = ExecHandle::adopt(&sb, row);
-            execs::watch_adopted(&sb, h.clone());
+            execs::watch_adopted(&sb, h.clone(), lease);
             self.watch_end(h.clone());
             if let Ok(mut t) = self.execs.lock() {
                 t.insert(h.row.id.clone(), h);

@@ -115,6 +115,8 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("e2b_keys", "uid", "TEXT"),
     ("sandboxes", "stopped_ms", "INTEGER"),
     ("tokens", "max_pids", "INTEGER"),
+    ("execs", "holder", "TEXT"),
+    ("execs", "role", "TEXT"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.
@@ -157,6 +159,35 @@ pub struct ExecRow {
     pub exit_status: Option<i32>,
     pub exit_signal: Option<i32>,
     pub finished_ms: Option<u64>,
+    /// Whose place among the long-lived answers it holds while it runs
+    /// ([`crate::leases::Lease::holder`]): taken again for it when a
+    /// restarted daemon adopts it. `None`: the owner's, or none.
+    pub holder: Option<String>,
+    /// What the daemon started it as, when it is one of the daemon's own
+    /// (a caller's command has none). Only the daemon writes it, in its
+    /// own records: nothing a sandbox or a token sends sets it.
+    pub role: Option<ExecRole>,
+}
+
+/// What a command of the daemon's own is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecRole {
+    /// The E2B door's code interpreter server ([`crate::e2b::interpreter`]).
+    E2bInterpreter,
+}
+
+impl ExecRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            ExecRole::E2bInterpreter => "e2b-interpreter",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ExecRole> {
+        [ExecRole::E2bInterpreter]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
 }
 
 impl ExecRow {
@@ -181,6 +212,8 @@ impl ExecRow {
             exit_status: None,
             exit_signal: None,
             finished_ms: None,
+            holder: None,
+            role: None,
         }
     }
 }
@@ -401,7 +434,7 @@ impl Db {
         let argv = serde_json::to_string(&row.argv).unwrap_or_else(|_| "[]".into());
         self.conn
             .execute(
-                "INSERT INTO execs (id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO execs (id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, holder, role) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     row.id,
                     row.sandbox,
@@ -409,7 +442,9 @@ impl Db {
                     row.supervisor_pid,
                     argv,
                     row.started_ms as i64,
-                    row.tty
+                    row.tty,
+                    row.holder,
+                    row.role.map(ExecRole::as_str)
                 ],
             )
             .map_err(q("record a command"))?;
@@ -435,7 +470,7 @@ impl Db {
     pub fn exec(&self, id: &str) -> Result<Option<ExecRow>, DbError> {
         self.conn
             .query_row(
-                "SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE id = ?1",
+                "SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms, holder, role FROM execs WHERE id = ?1",
                 params![id],
                 exec_row,
             )
@@ -447,7 +482,7 @@ impl Db {
     pub fn unfinished_execs(&self) -> Result<Vec<ExecRow>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE exit_status IS NULL")
+            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms, holder, role FROM execs WHERE exit_status IS NULL")
             .map_err(q("list commands"))?;
         let rows = st
             .query_map([], exec_row)
@@ -460,7 +495,7 @@ impl Db {
     pub fn execs_of(&self, sandbox: &str) -> Result<Vec<ExecRow>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE sandbox = ?1 ORDER BY started_ms")
+            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms, holder, role FROM execs WHERE sandbox = ?1 ORDER BY started_ms")
             .map_err(q("list commands"))?;
         let rows = st
             .query_map(params![sandbox], exec_row)
@@ -642,6 +677,11 @@ fn exec_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecRow> {
         exit_status: r.get(7)?,
         exit_signal: r.get(8)?,
         finished_ms: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
+        holder: r.get(10)?,
+        role: r
+            .get::<_, Option<String>>(11)?
+            .as_deref()
+            .and_then(ExecRole::parse),
     })
 }
 
@@ -705,12 +745,19 @@ mod tests {
                 exit_status: None,
                 exit_signal: None,
                 finished_ms: None,
+                holder: Some("token:t-1".into()),
+                role: Some(ExecRole::E2bInterpreter),
             })
             .unwrap();
         }
         let db = Db::open(&path).unwrap();
         assert_eq!(db.sandboxes().unwrap()[0].labels["team"], "a");
-        assert_eq!(db.unfinished_execs().unwrap().len(), 1);
+        let unfinished = db.unfinished_execs().unwrap();
+        assert_eq!(unfinished.len(), 1);
+        // Whose place it holds and what the daemon started it as outlive
+        // the daemon, for the one that adopts it.
+        assert_eq!(unfinished[0].holder.as_deref(), Some("token:t-1"));
+        assert_eq!(unfinished[0].role, Some(ExecRole::E2bInterpreter));
         db.finish_exec("ex-1", 3, None, 9).unwrap();
         assert_eq!(db.exec("ex-1").unwrap().unwrap().exit_status, Some(3));
         assert!(db.unfinished_execs().unwrap().is_empty());

@@ -118,6 +118,20 @@ pub fn start(
     req: &ExecRequest,
     lease: Option<crate::leases::Lease>,
 ) -> Result<Arc<ExecHandle>, ApiError> {
+    start_as(sb, id, argv, req, lease, None)
+}
+
+/// [`start`] for a command of the daemon's own, recorded as `role` (a
+/// caller's command has none): a restarted daemon knows it again by its
+/// record, never by what runs in the sandbox.
+pub fn start_as(
+    sb: &Sandbox,
+    id: &str,
+    argv: Vec<String>,
+    req: &ExecRequest,
+    lease: Option<crate::leases::Lease>,
+    role: Option<crate::db::ExecRole>,
+) -> Result<Arc<ExecHandle>, ApiError> {
     check_command(&argv, &req.env)?;
     let d = dir_of(sb);
     std::fs::create_dir_all(&d)
@@ -195,14 +209,18 @@ pub fn start(
         }
     }
     let (tx, rx) = watch::channel(None);
-    let row = ExecRow::started(
-        id.to_string(),
-        sb.name().to_string(),
-        running.exec,
-        supervisor_pid,
-        argv,
-        false,
-    );
+    let row = ExecRow {
+        holder: lease.as_ref().and_then(|l| l.holder()).map(str::to_string),
+        role,
+        ..ExecRow::started(
+            id.to_string(),
+            sb.name().to_string(),
+            running.exec,
+            supervisor_pid,
+            argv,
+            false,
+        )
+    };
     let handle = Arc::new(ExecHandle {
         row,
         pid: Some(running.pid),
@@ -317,13 +335,18 @@ impl ExecHandle {
 
     /// Send a signal to it (and its group). Blocking.
     pub fn signal(&self, signal: i32) -> Result<(), ApiError> {
+        let ended = || ApiError::conflict(format!("command {} has ended", self.row.id));
         if self.ended_now().is_some() {
-            return Err(ApiError::conflict(format!(
-                "command {} has ended",
-                self.row.id
-            )));
+            return Err(ended());
         }
         let conn = Connection::open(&self.control).map_err(|e| ApiError::conflict(chain(&e)))?;
+        // The supervisor's numbers start again with each start of the
+        // sandbox: under another supervisor than the one that ran it, its
+        // number names another command (one a caller started since),
+        // never this one, which ended with its supervisor.
+        if conn.supervisor_pid != self.row.supervisor_pid {
+            return Err(ended());
+        }
         conn.signal(self.row.runtime_exec, signal)
             .map_err(|e| ApiError::internal(chain(&e)))
     }
@@ -450,8 +473,9 @@ pub fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {
 pub type Table = Mutex<HashMap<String, Arc<ExecHandle>>>;
 
 /// Learn how an adopted command ended: from the sandbox's event log if it
-/// is there, else by following the supervisor until it is.
-pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>) {
+/// is there, else by following the supervisor until it is; `lease` (its
+/// place, restored from its record) is held until then.
+pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>, lease: Option<crate::leases::Lease>) {
     let log = sb.dir().join("audit.jsonl");
     let find = move |h: &ExecHandle| -> Option<Ended> {
         let text = std::fs::read_to_string(&log).ok()?;
@@ -483,6 +507,7 @@ pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>) {
         found
     };
     std::thread::spawn(move || loop {
+        let _held = &lease;
         if let Some(e) = find(&h) {
             h.finish(e);
             return;

@@ -186,6 +186,17 @@ impl Drop for Lease {
     }
 }
 
+impl Lease {
+    /// Whose place it is, as the ledger keys it (a token's id, or a hash
+    /// of an E2B access key or a browser session, never the secret
+    /// itself): what a command's record keeps, so that a restarted daemon
+    /// that adopts the command counts its place again ([`Leases::restore`]).
+    /// `None` for the owner's, which holds none.
+    pub fn holder(&self) -> Option<&str> {
+        self.place.as_ref().map(|(_, holder, _)| holder.as_str())
+    }
+}
+
 impl Leases {
     pub fn new(bounds: Bounds) -> Arc<Leases> {
         Arc::new(Leases {
@@ -260,6 +271,25 @@ impl Leases {
         })
     }
 
+    /// The place `holder` held for `kind` before the daemon restarted, for
+    /// an answer that went on meanwhile (a running command the new daemon
+    /// adopts): counted again whatever the bounds, since what holds it is
+    /// already there; given back when dropped, as any.
+    pub fn restore(self: &Arc<Self>, holder: &str, kind: Kind) -> Lease {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if kind.own_bound().is_some() {
+            *held
+                .by_kind
+                .entry((holder.to_string(), std::mem::discriminant(&kind)))
+                .or_insert(0) += 1;
+        }
+        held.total += 1;
+        *held.by_holder.entry(holder.to_string()).or_insert(0) += 1;
+        Lease {
+            place: Some((self.clone(), holder.to_string(), kind)),
+        }
+    }
+
     /// How many leases `credential`'s holder has now.
     pub fn held_by(&self, credential: &Credential) -> usize {
         let Some((holder, _)) = holder_of(credential) else {
@@ -274,21 +304,34 @@ impl Leases {
 
 /// Whose place a credential takes, and how a refusal names it: a token
 /// (its browser sessions are the token's), or an E2B access key; the
-/// owner's calls carry neither and hold no place.
+/// owner's calls carry neither and hold no place. A secret (a key, a
+/// session's cookie) is keyed by its hash: a command's record keeps its
+/// holder ([`Lease::holder`]).
 fn holder_of(credential: &Credential) -> Option<(String, String)> {
     if let Some(t) = &credential.token {
         return Some((format!("token:{t}"), format!("token {t}")));
     }
     if let Some((sandbox, key)) = &credential.envd {
         return Some((
-            format!("envd:{sandbox}:{key}"),
+            format!("envd:{sandbox}:{}", hashed(key)),
             format!("the access key of sandbox {sandbox}"),
         ));
     }
-    credential
-        .session
-        .as_ref()
-        .map(|s| (format!("session:{s}"), "this browser session".to_string()))
+    credential.session.as_ref().map(|s| {
+        (
+            format!("session:{}", hashed(s)),
+            "this browser session".to_string(),
+        )
+    })
+}
+
+/// SHA-256 of a secret, hex.
+fn hashed(secret: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -361,5 +404,54 @@ mod tests {
         assert!(leases.take(&token("b"), Kind::Watch).is_ok());
         held.pop();
         assert!(leases.take(&token("a"), Kind::Watch).is_ok());
+    }
+
+    #[test]
+    fn a_place_restored_after_a_restart_counts_against_its_holder_and_comes_back_when_dropped() {
+        let leases = Leases::new(Bounds {
+            per_token: 2,
+            per_daemon: 8,
+            ..Bounds::default()
+        });
+        let first = leases.take(&token("a"), Kind::Command).unwrap();
+        let holder = first.holder().map(str::to_string).unwrap();
+        // The daemon restarts: a new ledger, the command's place restored
+        // from its record.
+        drop(first);
+        let leases = Leases::new(Bounds {
+            per_token: 2,
+            per_daemon: 8,
+            ..Bounds::default()
+        });
+        let restored = leases.restore(&holder, Kind::Command);
+        assert_eq!(leases.held_by(&token("a")), 1);
+        let _second = leases.take(&token("a"), Kind::Terminal).unwrap();
+        assert!(leases.take(&token("a"), Kind::Terminal).is_err());
+        drop(restored);
+        assert_eq!(leases.held_by(&token("a")), 1);
+        assert!(leases.take(&token("a"), Kind::Terminal).is_ok());
+    }
+
+    #[test]
+    fn a_holder_kept_in_the_records_holds_no_secret() {
+        let leases = Leases::new(Bounds::default());
+        let key = Credential {
+            envd: Some(("sb-1".into(), "e2b_secretkey".into())),
+            ..Credential::default()
+        };
+        let session = Credential {
+            session: Some("cookie-secret".into()),
+            ..Credential::default()
+        };
+        for c in [&key, &session] {
+            let lease = leases.take(c, Kind::Command).unwrap();
+            let holder = lease.holder().unwrap();
+            assert!(
+                !holder.contains("secret"),
+                "the holder names the secret: {holder}"
+            );
+            // The same credential is the same holder.
+            assert_eq!(leases.held_by(c), 1);
+        }
     }
 }

@@ -23,7 +23,14 @@
 //! ([`crate::leases`], a running command) for as long as it runs; a
 //! sandbox has one at most (a new one is started only once the previous
 //! one has been ended); and a start that gives up, or whose request goes
-//! away, ends the command it started at once. The sandbox can always make
+//! away, ends the command it started at once. Which command is a
+//! sandbox's server is in the daemon's own records (the command's role,
+//! [`ExecRole::E2bInterpreter`], written when the door starts it), which
+//! outlive the daemon: a restarted daemon adopts the running server with
+//! the sandbox's other commands, its place counted again, and knows it as
+//! the server. Nothing the sandbox writes or runs says which command is
+//! the server: a command of a caller's, whatever its command line, is
+//! never taken for it. The sandbox can always make
 //! its own server fail (its `/tmp` and its processes are its own), so
 //! none of this rests on the server behaving. It runs as `python3 -I`
 //! (isolated: neither the workspace nor `PYTHON*` variables reach its
@@ -42,6 +49,7 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::body::Body;
 use crate::credential::Credential;
+use crate::db::ExecRole;
 use crate::error::ApiError;
 use crate::execs;
 use crate::leases::Kind;
@@ -81,10 +89,6 @@ pub enum InterpreterError {
 static STARTING: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 static FETCHING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-/// The server last started in each sandbox, by sandbox: the one a new
-/// start ends first.
-static SERVERS: LazyLock<Mutex<HashMap<String, Arc<execs::ExecHandle>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Whether sandbox `id` was made with the code interpreter's profile.
 pub fn serves(app: &App, id: &str) -> bool {
@@ -163,8 +167,9 @@ fn argv(mode: &str) -> Vec<String> {
         .collect()
 }
 
-/// A command of warden's own in sandbox `id`, recorded as any command,
-/// `stdin` written to its standard input, holding `lease` while it runs.
+/// A command of warden's own in sandbox `id`, recorded as any command
+/// (the server with its role), `stdin` written to its standard input,
+/// holding `lease` while it runs.
 async fn run(
     app: &Arc<App>,
     id: &str,
@@ -172,6 +177,7 @@ async fn run(
     stdin: Option<String>,
     lease: Option<crate::leases::Lease>,
 ) -> Result<Arc<execs::ExecHandle>, String> {
+    let role = (mode == "serve").then_some(ExecRole::E2bInterpreter);
     let (a, sid, mode) = (app.clone(), id.to_string(), mode.to_string());
     tokio::task::spawn_blocking(move || {
         let sb = a.sandbox(&sid).map_err(|e| e.problem.message)?;
@@ -190,7 +196,8 @@ async fn run(
             ..Default::default()
         };
         let exec_id = format!("ex-{}", crate::auth::random_id(8));
-        let h = execs::start(&sb, &exec_id, argv, &req, lease).map_err(|e| e.problem.message)?;
+        let h = execs::start_as(&sb, &exec_id, argv, &req, lease, role)
+            .map_err(|e| e.problem.message)?;
         if let Ok(db) = a.db() {
             let _ = db.insert_exec(&h.row);
         }
@@ -233,20 +240,33 @@ fn end(h: &execs::ExecHandle) {
     let _ = h.signal(nix::sys::signal::Signal::SIGKILL as i32);
 }
 
-/// End the server started before in sandbox `id`, if it still runs, and
-/// wait (a while) for its end: a sandbox holds one server at most.
-async fn end_previous(id: &str) {
-    let previous = SERVERS.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-    let Some(h) = previous else {
-        return;
-    };
-    if h.ended_now().is_some() {
-        return;
+/// The servers of sandbox `id` that still run, as the daemon's records
+/// know them: commands it started as the server (or adopted, with that
+/// role, after a restart). One at most, unless a start was cut short.
+fn running_servers(app: &App, id: &str) -> Vec<Arc<execs::ExecHandle>> {
+    let table = app.execs.lock().unwrap_or_else(|p| p.into_inner());
+    table
+        .values()
+        .filter(|h| {
+            h.row.sandbox == id
+                && h.row.role == Some(ExecRole::E2bInterpreter)
+                && h.ended_now().is_none()
+        })
+        .cloned()
+        .collect()
+}
+
+/// End the servers started before in sandbox `id` (by this daemon or one
+/// before it), if they still run, and wait (a while) for their end: a
+/// sandbox holds one server at most.
+async fn end_previous(app: &Arc<App>, id: &str) {
+    for h in running_servers(app, id) {
+        let signalled = h.clone();
+        let _ = tokio::task::spawn_blocking(move || end(&signalled)).await;
+        let mut ended = h.ended.clone();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), ended.wait_for(Option::is_some)).await;
     }
-    let signalled = h.clone();
-    let _ = tokio::task::spawn_blocking(move || end(&signalled)).await;
-    let mut ended = h.ended.clone();
-    let _ = tokio::time::timeout(Duration::from_secs(10), ended.wait_for(Option::is_some)).await;
 }
 
 /// Start the server in sandbox `id`, the `wheels` on its standard input,
@@ -262,7 +282,7 @@ async fn start(
         sandbox: id.to_string(),
         why,
     };
-    end_previous(id).await;
+    end_previous(app, id).await;
     // The place is taken before anything is started, and given back when
     // the command ends (execs::start holds it as long).
     let lease = app
@@ -272,13 +292,6 @@ async fn start(
     let h = run(app, id, "serve", Some(wheels), Some(lease))
         .await
         .map_err(start_err)?;
-    {
-        let mut servers = SERVERS.lock().unwrap_or_else(|p| p.into_inner());
-        // Ended servers of other sandboxes (removed ones included) are
-        // forgotten here, so the table holds running ones only.
-        servers.retain(|_, s| s.ended_now().is_none());
-        servers.insert(id.to_string(), h.clone());
-    }
     let mut guard = EndUnlessListening(Some(h.clone()));
     let deadline = Instant::now() + START_WITHIN;
     loop {
