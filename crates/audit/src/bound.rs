@@ -271,6 +271,8 @@ macro_rules! walk {
             | K::TtlChanged { .. }
             | K::EventsDropped { .. }
             | K::CacheLeftOut { .. }
+            | K::ExecOutputCut { .. }
+            | K::VmCutOff { .. }
             | K::Exited { .. } => {}
         }
     }};

@@ -4,7 +4,7 @@
 //! sandbox sent (names, paths): a front door that prints it to a terminal
 //! escapes control characters first.
 
-use crate::{Event, EventKind, SecretAction, StopReason};
+use crate::{Event, EventKind, SecretAction, StopReason, VmCut};
 
 impl Event {
     /// One readable line: RFC 3339 time, sandbox, what happened.
@@ -90,6 +90,7 @@ fn describe_kind(kind: &EventKind) -> String {
         | EventKind::EventsOverBudget { .. }
         | EventKind::CacheLeftOut { .. }
         | EventKind::Exited { .. } => describe_life(kind),
+        EventKind::ExecOutputCut { .. } | EventKind::VmCutOff { .. } => describe_cut(kind),
         EventKind::Connection { .. }
         | EventKind::ConnectionClosed { .. }
         | EventKind::ConnectionsNotRecorded { .. }
@@ -129,6 +130,38 @@ fn describe_refused_program(kind: &EventKind) -> String {
         ),
         // Routed here by `describe_kind` only for the kinds above.
         other => other.name().to_string(),
+    }
+}
+
+/// What the microVM backend's relay cut, and which of its bounds was passed.
+fn describe_cut(kind: &EventKind) -> String {
+    match kind {
+        EventKind::ExecOutputCut { exec, stalled_ms } => format!(
+            "exec {exec} OUTPUT CUT: its caller took nothing of it for {}; what it writes from now on is dropped (the process runs on)",
+            span(*stalled_ms)
+        ),
+        EventKind::VmCutOff {
+            cause: VmCut::UnaskedAnswers { answers, bound },
+        } => format!(
+            "VM CUT OFF: its guest sent {answers} answers about its shares that nobody asked for (the host holds at most {bound}); the sandbox ends"
+        ),
+        EventKind::VmCutOff {
+            cause: VmCut::GuestStalled { stalled_ms },
+        } => format!(
+            "VM CUT OFF: its guest took nothing from its channel for {}; the sandbox ends",
+            span(*stalled_ms)
+        ),
+        // Routed here by `describe_kind` only for the kinds above.
+        other => other.name().to_string(),
+    }
+}
+
+/// A duration in whole seconds where it is one, else in milliseconds.
+fn span(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
     }
 }
 
@@ -550,5 +583,30 @@ mod tests {
             detail: "placeholder sent to a host the secret is not for".into()
         })
         .contains("secret GITHUB_TOKEN BLOCKED (evil.example): placeholder"));
+    }
+
+    #[test]
+    fn the_vm_relays_cuts_read_as_what_was_cut_and_why() {
+        assert!(at(EventKind::ExecOutputCut {
+            exec: 4,
+            stalled_ms: 5000
+        })
+        .ends_with("exec 4 OUTPUT CUT: its caller took nothing of it for 5 s; what it writes from now on is dropped (the process runs on)"));
+        let line = at(EventKind::VmCutOff {
+            cause: VmCut::UnaskedAnswers {
+                answers: 5,
+                bound: 4,
+            },
+        });
+        assert!(
+            line.ends_with("sb VM CUT OFF: its guest sent 5 answers about its shares that nobody asked for (the host holds at most 4); the sandbox ends"),
+            "{line}"
+        );
+        assert!(at(EventKind::VmCutOff {
+            cause: VmCut::GuestStalled { stalled_ms: 30_000 },
+        })
+        .ends_with(
+            "VM CUT OFF: its guest took nothing from its channel for 30 s; the sandbox ends"
+        ));
     }
 }

@@ -275,6 +275,19 @@ pub enum EventKind {
         count: u64,
         since_ms: u64,
     },
+    /// The microVM backend's relay cut an exec's output: its caller had
+    /// taken nothing of it for `stalled_ms` (the relay's bound on its
+    /// wait for one frame; the channel is shared by every process of the
+    /// sandbox and has no flow control per exec). What the process
+    /// writes after is dropped; the process runs on.
+    ExecOutputCut { exec: u64, stalled_ms: u64 },
+    /// The microVM backend cut its guest off: the guest's channel was
+    /// shut, and the sandbox ends as a VM gone. `cause` says which bound
+    /// the guest passed.
+    VmCutOff {
+        #[serde(flatten)]
+        cause: VmCut,
+    },
     /// The sandbox is gone.
     Exited {
         /// The status warden exits with.
@@ -316,6 +329,8 @@ impl EventKind {
             EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
             EventKind::SecretsAggregated { .. } => "secrets_aggregated",
             EventKind::EventsOverBudget { .. } => "events_over_budget",
+            EventKind::ExecOutputCut { .. } => "exec_output_cut",
+            EventKind::VmCutOff { .. } => "vm_cut_off",
             EventKind::Exited { .. } => "exited",
         }
     }
@@ -521,6 +536,30 @@ impl StopReason {
     }
 }
 
+/// Which bound a microVM's guest passed when the host cut it off
+/// (`vm_cut_off`), stored as `"cause"` with its figures beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum VmCut {
+    /// The guest sent `answers` answers about its shares (`Released`,
+    /// `Reattached`) that nobody asked for, more than the `bound` the
+    /// host holds waiting (it asks one question at a time).
+    UnaskedAnswers { answers: u64, bound: u64 },
+    /// The guest took nothing the host wrote to its channel for
+    /// `stalled_ms` (it stopped reading its port).
+    GuestStalled { stalled_ms: u64 },
+}
+
+impl VmCut {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VmCut::UnaskedAnswers { .. } => "unasked_answers",
+            VmCut::GuestStalled { .. } => "guest_stalled",
+        }
+    }
+}
+
 /// Why the sandbox ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -580,6 +619,25 @@ pub(crate) mod tests {
             count: 4000,
             since_ms: 1,
         }
+    }
+
+    /// The microVM relay's cuts.
+    fn vm_cuts() -> [EventKind; 3] {
+        [
+            EventKind::ExecOutputCut {
+                exec: 2,
+                stalled_ms: 5000,
+            },
+            EventKind::VmCutOff {
+                cause: VmCut::UnaskedAnswers {
+                    answers: 5,
+                    bound: 4,
+                },
+            },
+            EventKind::VmCutOff {
+                cause: VmCut::GuestStalled { stalled_ms: 30_000 },
+            },
+        ]
     }
 
     pub(crate) fn one_of_each() -> Vec<Event> {
@@ -722,6 +780,7 @@ pub(crate) mod tests {
         ];
         kinds
             .into_iter()
+            .chain(vm_cuts())
             .map(|kind| Event {
                 ts_ms: 1_700_000_000_000,
                 sandbox: "sb".into(),
@@ -735,7 +794,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 24, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 26, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -743,6 +802,40 @@ pub(crate) mod tests {
             let back: Event = serde_json::from_str(&json).unwrap();
             assert_eq!(back, e, "{json}");
         }
+    }
+
+    #[test]
+    fn a_vm_cut_is_one_flat_object_with_its_cause_and_figures() {
+        let line = |kind| {
+            serde_json::to_string(&Event {
+                ts_ms: 1,
+                sandbox: "s".into(),
+                kind,
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            line(EventKind::ExecOutputCut {
+                exec: 3,
+                stalled_ms: 5000
+            }),
+            r#"{"ts_ms":1,"sandbox":"s","event":"exec_output_cut","exec":3,"stalled_ms":5000}"#
+        );
+        assert_eq!(
+            line(EventKind::VmCutOff {
+                cause: VmCut::UnaskedAnswers {
+                    answers: 5,
+                    bound: 4
+                }
+            }),
+            r#"{"ts_ms":1,"sandbox":"s","event":"vm_cut_off","cause":"unasked_answers","answers":5,"bound":4}"#
+        );
+        assert_eq!(
+            line(EventKind::VmCutOff {
+                cause: VmCut::GuestStalled { stalled_ms: 30_000 }
+            }),
+            r#"{"ts_ms":1,"sandbox":"s","event":"vm_cut_off","cause":"guest_stalled","stalled_ms":30000}"#
+        );
     }
 
     #[test]

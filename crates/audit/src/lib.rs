@@ -22,7 +22,7 @@ mod paths;
 mod redacted;
 
 pub use event::{
-    Event, EventKind, ExitReason, Protocol, Reason, ResourcePeaks, SecretAction, StopReason,
+    Event, EventKind, ExitReason, Protocol, Reason, ResourcePeaks, SecretAction, StopReason, VmCut,
     WorkspaceAction, WouldAllow,
 };
 

@@ -159,6 +159,8 @@ impl Budget {
             | EventKind::EventsDropped { .. }
             | EventKind::CacheLeftOut { .. }
             | EventKind::EventsOverBudget { .. }
+            | EventKind::ExecOutputCut { .. }
+            | EventKind::VmCutOff { .. }
             | EventKind::Exited { .. } => return Verdict::Write,
         };
         *over.counts.entry(key).or_default() += count;

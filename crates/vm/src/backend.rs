@@ -5,7 +5,7 @@
 //! each request to the guest's init and each process's streams between the
 //! caller's descriptors and the VM's channel.
 
-use crate::channel::{pump_stdin, send, Writer};
+use crate::channel::{pump_stdin, send, CutOff, Writer};
 use crate::control::Input;
 use crate::machine::{Accel, Config, Machine, MachineError};
 use crate::wire::{Ended, Frame, Kind, Spawn, CONNECTION};
@@ -585,7 +585,22 @@ pub fn run_controlled(
         }
         None => {}
     }
-    let ended = relay(spec, program, &mut live, (tx, &rx), attach, control);
+    let ended = {
+        let mut report = Report::new(id, events, live.cut_off.clone());
+        let ended = relay(
+            spec,
+            program,
+            &mut live,
+            (tx, &rx),
+            attach,
+            control,
+            &mut report,
+        );
+        // A cut the relay had no moment to say (it ended otherwise
+        // first, at the timeout or while writing to a caller).
+        report.vm_cut_off();
+        ended
+    };
     live.unserve();
     let mut machine = live.machine.take();
     let console = machine.as_ref().map(Machine::console).unwrap_or_default();
@@ -674,6 +689,7 @@ fn relay(
     (tx, rx): (SyncSender<Input>, &Receiver<Input>),
     attach: &mut dyn Attach,
     control: &crate::control::Control,
+    report: &mut Report,
 ) -> Result<Ended2, VmError> {
     // As with the process backend, the timeout counts from the moment the
     // sandbox can run anything (here, once the guest's init serves).
@@ -681,7 +697,7 @@ fn relay(
     let writer = live.writer.clone();
     let vmm = live.machine.as_ref().map(Machine::pid).unwrap_or(0);
     let ended = match program {
-        Program::Command => one_command(spec, &writer, rx, deadline),
+        Program::Command => one_command(spec, &writer, rx, deadline, report),
         Program::Service => {
             let (ours, theirs) = nix::sys::socket::socketpair(
                 nix::sys::socket::AddressFamily::Unix,
@@ -698,7 +714,7 @@ fn relay(
             }
             attach.service(theirs, Pid::from_raw(vmm as i32));
             live.serve(control);
-            let ended = serve(spec, live, rx, &ours, deadline);
+            let ended = serve(spec, live, rx, &ours, deadline, report);
             live.unserve();
             // The supervisor's reader and ours see the end at once.
             let _ = nix::sys::socket::shutdown(ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);

@@ -15,6 +15,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use warden_audit::VmCut;
 
 /// Most bytes held for a guest that does not run; beyond, frames are
 /// dropped (a writer blocked on a paused guest would hold the channel
@@ -27,6 +28,31 @@ pub(crate) struct Link {
     stream: UnixStream,
     stall: Duration,
     held: Option<Vec<u8>>,
+    cut_off: CutOff,
+}
+
+/// Why the host cut its guest off, and when (ms since the epoch), once it
+/// has: set by whichever thread cut (the channel's reader, a write to the
+/// guest), taken by the relay, which reports it as the sandbox's event
+/// (threads other than the relay's hold no sink). The first cut is the
+/// one: what fails after it fails because of it.
+#[derive(Clone, Default)]
+pub(crate) struct CutOff(Arc<Mutex<Option<(VmCut, u64)>>>);
+
+impl CutOff {
+    pub(crate) fn set(&self, cut: VmCut) {
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        if let Ok(mut c) = self.0.lock() {
+            c.get_or_insert((cut, ts_ms));
+        }
+    }
+
+    pub(crate) fn take(&self) -> Option<(VmCut, u64)> {
+        self.0.lock().ok().and_then(|mut c| c.take())
+    }
 }
 
 /// How long a write to the guest may wait for it to take the bytes: a
@@ -45,16 +71,18 @@ fn bounded(stream: UnixStream, stall: Duration) -> UnixStream {
 }
 
 impl Link {
-    pub(crate) fn new(stream: UnixStream) -> Link {
-        Link::stalling_after(stream, GUEST_STALL)
+    /// A cut for a guest that stops reading is told to `cut_off`.
+    pub(crate) fn new(stream: UnixStream, cut_off: CutOff) -> Link {
+        Link::stalling_after(stream, GUEST_STALL, cut_off)
     }
 
     /// Writes to the guest bounded by `stall` (not [`GUEST_STALL`]).
-    fn stalling_after(stream: UnixStream, stall: Duration) -> Link {
+    fn stalling_after(stream: UnixStream, stall: Duration, cut_off: CutOff) -> Link {
         Link {
             stream: bounded(stream, stall),
             stall,
             held: None,
+            cut_off,
         }
     }
 
@@ -84,10 +112,13 @@ impl Link {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                tracing::warn!(
+                tracing::debug!(
                     "the guest took nothing from its channel for {} s; the VM is cut off",
                     self.stall.as_secs()
                 );
+                self.cut_off.set(VmCut::GuestStalled {
+                    stalled_ms: self.stall.as_millis() as u64,
+                });
                 let _ = self.stream.shutdown(std::net::Shutdown::Both);
                 Err(e)
             }
@@ -213,9 +244,11 @@ mod tests {
     #[test]
     fn a_guest_that_stops_reading_is_found_out_and_its_channel_shut() {
         let (host, mut guest) = UnixStream::pair().expect("socketpair");
+        let cut_off = CutOff::default();
         let w: Writer = Arc::new(Mutex::new(Link::stalling_after(
             host,
             Duration::from_millis(300),
+            cut_off.clone(),
         )));
         let started = Instant::now();
         // The guest reads nothing: the socket's buffer fills, then the
@@ -237,6 +270,12 @@ mod tests {
         let read = guest.read_to_end(&mut sink);
         assert!(read.is_ok(), "the channel was not shut: {read:?}");
         assert!(w.lock().is_ok(), "the channel's lock is free");
+        // The cut is kept for the relay to report, once, with its bound.
+        assert_eq!(
+            cut_off.take().map(|(cut, _)| cut),
+            Some(VmCut::GuestStalled { stalled_ms: 300 })
+        );
+        assert_eq!(cut_off.take(), None, "a cut is reported once");
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! disk may still be lost: bytes the ended VMM had taken from the socket
 //! but not yet given the guest.
 
-use crate::channel::{Link, Writer};
+use crate::channel::{CutOff, Link, Writer};
 use crate::machine::{Config, Machine};
 use crate::wire::{Frame, CHUNK};
 use std::io::Read;
@@ -240,6 +240,9 @@ pub(crate) struct Live {
     /// The guest gave its shares back before it was saved: it mounts
     /// them again once restored.
     released: bool,
+    /// Why the guest was cut off, once it was (by the channel's reader or
+    /// a write to the guest), for the relay to report.
+    pub(crate) cut_off: CutOff,
 }
 
 impl Live {
@@ -254,7 +257,11 @@ impl Live {
         tx: SyncSender<Input>,
         rest: Vec<u8>,
     ) -> std::io::Result<Live> {
-        let writer = Arc::new(Mutex::new(Link::new(machine.stream.try_clone()?)));
+        let cut_off = CutOff::default();
+        let writer = Arc::new(Mutex::new(Link::new(
+            machine.stream.try_clone()?,
+            cut_off.clone(),
+        )));
         let reader = machine.stream.try_clone()?;
         let (replies_tx, replies) = sync_channel(REPLIES_MAX);
         let mut live = Live {
@@ -272,6 +279,7 @@ impl Live {
             replies,
             replies_tx,
             released: false,
+            cut_off,
         };
         live.read(reader, rest);
         Ok(live)
@@ -281,8 +289,9 @@ impl Live {
         let (tx, gen, replies) = (self.tx.clone(), self.gen, self.replies_tx.clone());
         self.retired = Arc::new(AtomicBool::new(false));
         let retired = self.retired.clone();
+        let cut_off = self.cut_off.clone();
         self.reader = Some(std::thread::spawn(move || {
-            read_vm(stream, rest, gen, Feed { tx, retired }, replies)
+            read_vm(stream, rest, gen, Feed { tx, retired }, (replies, cut_off))
         }));
     }
 
@@ -632,15 +641,16 @@ impl Feed {
 const REPLIES_MAX: usize = 4;
 
 /// Read the frames of a VMM's channel, starting from `rest` (the part of
-/// a frame the reader of the VMM before it read last), into `tx`; at its
-/// end, say so as reader `gen` and give back the part of a frame read
-/// last.
+/// a frame the reader of the VMM before it read last), into `tx` (the
+/// guest's share answers into `replies`, a cut for too many of them told
+/// to `cut_off`); at its end, say so as reader `gen` and give back the
+/// part of a frame read last.
 pub(crate) fn read_vm(
     mut stream: UnixStream,
     mut rest: Vec<u8>,
     gen: u64,
     tx: Feed,
-    replies: SyncSender<Frame>,
+    (replies, cut_off): (SyncSender<Frame>, CutOff),
 ) -> Vec<u8> {
     use crate::wire::Kind;
     let mut chunk = vec![0u8; CHUNK + 64];
@@ -656,9 +666,15 @@ pub(crate) fn read_vm(
                         match replies.try_send(f) {
                             Ok(()) => continue,
                             Err(TrySendError::Full(_)) => {
-                                tracing::warn!(
+                                tracing::debug!(
                                     "the guest sent more than {REPLIES_MAX} unasked share answers; the VM is cut off"
                                 );
+                                // Told before the end is: the relay
+                                // reports it when it sees the end.
+                                cut_off.set(warden_audit::VmCut::UnaskedAnswers {
+                                    answers: REPLIES_MAX as u64 + 1,
+                                    bound: REPLIES_MAX as u64,
+                                });
                                 let _ = stream.shutdown(std::net::Shutdown::Both);
                                 let _ = tx.send(Input::VmGone(gen));
                                 return Vec::new();

@@ -139,7 +139,9 @@ pub fn resolve(
 /// Says each layer the host could not give, as it happens, on stderr: in
 /// full, except the lack of cgroups, which a rootless user meets on every
 /// run of such a host and which gets one short line (`warden doctor` has
-/// the details and the fix); and cache writes that were not kept.
+/// the details and the fix); cache writes that were not kept; and what
+/// the microVM backend's relay cut (a guest cut off ends the run, which
+/// then says only that the VM ended).
 pub struct DegradedNotices;
 
 impl warden_audit::EventSink for DegradedNotices {
@@ -148,7 +150,9 @@ impl warden_audit::EventSink for DegradedNotices {
             warden_audit::EventKind::Degraded { layer, lost } => {
                 eprintln!("{}", degraded_line(layer, lost))
             }
-            warden_audit::EventKind::CacheLeftOut { .. } => {
+            warden_audit::EventKind::CacheLeftOut { .. }
+            | warden_audit::EventKind::VmCutOff { .. }
+            | warden_audit::EventKind::ExecOutputCut { .. } => {
                 eprintln!("warden: {}", super::worded(&event.kind.describe()))
             }
             _ => {}

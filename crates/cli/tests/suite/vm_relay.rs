@@ -1,7 +1,10 @@
 //! The VM relay's bounds (review 14, finding 1) through the real command:
 //! a guest that floods its output towards a caller that reads nothing is
 //! held in the guest, not in warden's memory, and the stalled caller does
-//! not hold up the sandbox's other requests or its timeout.
+//! not hold up the sandbox's other requests or its timeout. The cut of the
+//! stalled caller's output is the sandbox's event, in its audit log (whose
+//! chain verifies), its `--json-events` and `warden logs`, naming that exec
+//! and no other.
 //!
 //! Each test boots a VM (seconds under emulation): `#[ignore]`d, run with
 //! `cargo test -p warden-cli --test all -- --ignored suite::vm_relay`.
@@ -142,7 +145,19 @@ fn an_exec_whose_caller_stops_reading_holds_bounded_memory_and_another_exec_answ
     let state = TempDir::new("vm-relay-exec");
     let s = state.path();
     let _stop = Stopper(s, "box");
-    ok(&vm_warden(s, &["create", "--isolation", "vm", "box"], None));
+    let json_events = s.join("events.jsonl");
+    ok(&vm_warden(
+        s,
+        &[
+            "create",
+            "--isolation",
+            "vm",
+            "--json-events",
+            json_events.to_str().unwrap(),
+            "box",
+        ],
+        None,
+    ));
     ok(&vm_warden(s, &["start", "box"], None));
     let supervisor = supervisor_pid(s, "box");
     // `warden exec box -- flood | sleep`.
@@ -191,4 +206,70 @@ fn an_exec_whose_caller_stops_reading_holds_bounded_memory_and_another_exec_answ
     }
     eprintln!("the other exec answered in {:?}", asked.elapsed());
     assert_eq!(out.trim(), "during-stall");
+    output_cut_is_recorded(s, &json_events);
+}
+
+/// The exec whose argv is `argv`, by its `exec_started` event.
+fn exec_of(events: &[serde_json::Value], argv: &[&str]) -> Option<u64> {
+    events
+        .iter()
+        .find(|e| e["event"] == "exec_started" && e["argv"] == serde_json::json!(argv))
+        .and_then(|e| e["exec"].as_u64())
+}
+
+/// The flood's caller took nothing for 5 s: its exec's output was cut,
+/// and the cut is an event of the sandbox naming that exec (and no other
+/// exec is said cut), in the hash-chained audit log, the `--json-events`
+/// file and `warden logs`.
+fn output_cut_is_recorded(s: &Path, json_events: &Path) {
+    let audit = sandbox_dir(s, "box").join("audit.jsonl");
+    let cuts = |events: &[serde_json::Value]| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e["event"] == "exec_output_cut")
+            .filter_map(|e| e["exec"].as_u64())
+            .collect()
+    };
+    // The cut is made within 5 s of the caller's pipe filling, long past.
+    wait_until("the cut in the audit log", Duration::from_secs(20), || {
+        !cuts(&events(&audit)).is_empty()
+    });
+    let logged = events(&audit);
+    let flood = exec_of(&logged, &["sh", "-c", "head -c 2000000000 /dev/zero"])
+        .expect("the flood's exec_started in the audit log");
+    let other = exec_of(&logged, &["echo", "during-stall"])
+        .expect("the other exec's exec_started in the audit log");
+    assert_eq!(cuts(&logged), vec![flood], "{logged:#?}");
+    let cut = logged
+        .iter()
+        .find(|e| e["event"] == "exec_output_cut")
+        .expect("the cut");
+    assert_eq!(cut["sandbox"], "box", "{cut}");
+    assert_eq!(cut["stalled_ms"], 5000, "{cut}");
+    assert!(
+        logged
+            .iter()
+            .any(|e| e["event"] == "exec_exited" && e["exec"] == other),
+        "the other exec's end is recorded: {logged:#?}"
+    );
+    // Stopped, its log is whole and its chain verifies with the cut in it.
+    ok(&vm_warden(s, &["stop", "--time", "1s", "box"], None));
+    let verify = ok(&vm_warden(
+        s,
+        &["audit", "verify", audit.to_str().unwrap()],
+        None,
+    ));
+    assert!(
+        verify.contains(": intact, ") && verify.contains("ending where its head file says"),
+        "{verify}"
+    );
+    assert_eq!(cuts(&events(&audit)), vec![flood]);
+    assert_eq!(cuts(&events(json_events)), vec![flood]);
+    let said = ok(&vm_warden(s, &["logs", "box"], None));
+    assert!(
+        said.contains(&format!(
+            "exec {flood} OUTPUT CUT: its caller took nothing of it for 5 s"
+        )),
+        "{said}"
+    );
 }

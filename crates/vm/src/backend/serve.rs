@@ -43,12 +43,55 @@ pub(super) fn workdir(spec: &SandboxSpec) -> String {
     }
 }
 
+/// What the relay cut, reported as the sandbox's events at the moment it
+/// is cut (the relay's own cuts) or at the moment the relay learns of it
+/// (the guest cut off by another thread, whose time the event keeps).
+pub(super) struct Report<'a> {
+    id: &'a str,
+    events: &'a mut dyn EventSink,
+    cut_off: CutOff,
+}
+
+impl<'a> Report<'a> {
+    pub(super) fn new(id: &'a str, events: &'a mut dyn EventSink, cut_off: CutOff) -> Report<'a> {
+        Report {
+            id,
+            events,
+            cut_off,
+        }
+    }
+
+    /// The guest was cut off, if it was and this was not said yet.
+    pub(super) fn vm_cut_off(&mut self) {
+        if let Some((cause, ts_ms)) = self.cut_off.take() {
+            self.events.emit(&Event {
+                ts_ms,
+                sandbox: self.id.to_string(),
+                kind: EventKind::VmCutOff { cause },
+            });
+        }
+    }
+
+    /// Exec `exec`'s output was cut: its caller took nothing for
+    /// [`crate::inside::CALLER_STALL`].
+    fn exec_output_cut(&mut self, exec: u64) {
+        self.events.emit(&Event::now(
+            self.id,
+            EventKind::ExecOutputCut {
+                exec,
+                stalled_ms: crate::inside::CALLER_STALL.as_millis() as u64,
+            },
+        ));
+    }
+}
+
 /// `warden run`: the spec's command, with this process's stdio.
 pub(super) fn one_command(
     spec: &SandboxSpec,
     w: &Writer,
     rx: &Receiver<Input>,
     deadline: Option<Instant>,
+    report: &mut Report,
 ) -> Ended2 {
     const ID: u64 = 1;
     // With a terminal (`run -t`, or `run` at one): the command runs at a
@@ -115,7 +158,10 @@ pub(super) fn one_command(
                 },
                 _ => {}
             },
-            Input::VmGone(_) => break Ended2::Gone,
+            Input::VmGone(_) => {
+                report.vm_cut_off();
+                break Ended2::Gone;
+            }
             // Not served: nothing pauses a one-shot run.
             Input::Control(_, answer) => {
                 let _ = answer.send(Err(crate::control::ControlError::NotRunning));
@@ -172,6 +218,7 @@ pub(super) fn serve(
     rx: &Receiver<Input>,
     channel: &OwnedFd,
     deadline: Option<Instant>,
+    report: &mut Report,
 ) -> Ended2 {
     let w = &live.writer.clone();
     let mut relay = Served {
@@ -193,8 +240,11 @@ pub(super) fn serve(
             }
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
             Input::Vm(f) if f.id & CONNECTION != 0 => relay.connections.frame(f, channel, w),
-            Input::Vm(f) => relay.guest_frame(f),
-            Input::VmGone(gen) if live.current(gen) => break Ended2::Gone,
+            Input::Vm(f) => relay.guest_frame(f, report),
+            Input::VmGone(gen) if live.current(gen) => {
+                report.vm_cut_off();
+                break Ended2::Gone;
+            }
             // The reader of a VMM ended by a pause to disk.
             Input::VmGone(_) => {}
             Input::Control(op, answer) => {
@@ -310,8 +360,9 @@ impl Served<'_> {
     }
 
     /// A frame of the guest's init about one of its processes, told to
-    /// the caller (its output written to the caller's descriptors).
-    fn guest_frame(&mut self, f: Frame) {
+    /// the caller (its output written to the caller's descriptors; a cut
+    /// of it reported).
+    fn guest_frame(&mut self, f: Frame, report: &mut Report) {
         let channel = self.channel;
         match f.kind {
             Kind::Spawned => {
@@ -354,11 +405,12 @@ impl Served<'_> {
                     let by = Instant::now() + crate::inside::CALLER_STALL;
                     if let Err(err) = crate::channel::write_within(out, &f.payload, Some(by)) {
                         if err.kind() == std::io::ErrorKind::TimedOut {
-                            tracing::warn!(
+                            tracing::debug!(
                                 exec = f.id,
                                 "the caller did not take its output within {} s; its output is cut",
                                 crate::inside::CALLER_STALL.as_secs()
                             );
+                            report.exec_output_cut(f.id);
                         }
                         e.cut = true;
                     }
@@ -399,4 +451,72 @@ pub(super) fn with_env(
         }
     }
     full
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_cut_off_by_its_channels_reader_is_one_event_of_the_sandbox_timed_at_the_cut() {
+        use crate::wire::Kind;
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let (host, mut guest) = UnixStream::pair().expect("socketpair");
+        let (tx, rx) = sync_channel(crate::control::FRAMES_MAX);
+        let (replies_tx, _replies) = sync_channel(4);
+        let cut_off = CutOff::default();
+        let reader = {
+            let feed = crate::control::Feed {
+                tx,
+                retired: Arc::new(AtomicBool::new(false)),
+            };
+            let cut_off = cut_off.clone();
+            std::thread::spawn(move || {
+                crate::control::read_vm(host, Vec::new(), 0, feed, (replies_tx, cut_off))
+            })
+        };
+        // A guest that sends share answers nobody asked for.
+        guest
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut answer = Vec::new();
+        Frame::new(Kind::Released, 0, vec![0u8; 64])
+            .write_to(&mut answer)
+            .expect("frame");
+        for _ in 0..50 {
+            if guest.write_all(&answer).is_err() {
+                break;
+            }
+        }
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Input::VmGone(0)) => {}
+            _ => panic!("the guest's channel did not end"),
+        }
+        let _ = reader.join();
+        let seen = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        std::thread::sleep(Duration::from_millis(50));
+        // The relay reports it when it sees the end, and again at the
+        // relay's end (for a cut it had no moment to say): once in all.
+        let mut sink = warden_audit::MemorySink::default();
+        let mut report = Report::new("box-1", &mut sink, cut_off);
+        report.vm_cut_off();
+        report.vm_cut_off();
+        assert_eq!(sink.0.len(), 1, "{:?}", sink.0);
+        let e = &sink.0[0];
+        assert_eq!(e.sandbox, "box-1");
+        assert_eq!(
+            e.kind,
+            EventKind::VmCutOff {
+                cause: warden_audit::VmCut::UnaskedAnswers {
+                    answers: 5,
+                    bound: 4
+                }
+            }
+        );
+        assert!(e.ts_ms <= seen, "timed at the report, not the cut");
+    }
 }

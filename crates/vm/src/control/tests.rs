@@ -26,7 +26,15 @@ fn a_guest_flooding_output_is_held_in_the_guest_not_in_the_host() {
     let (host, mut guest) = UnixStream::pair().expect("socketpair");
     let (tx, rx) = sync_channel(FRAMES_MAX);
     let (replies_tx, _replies) = sync_channel(REPLIES_MAX);
-    let reader = std::thread::spawn(move || read_vm(host, Vec::new(), 0, feed(tx), replies_tx));
+    let reader = std::thread::spawn(move || {
+        read_vm(
+            host,
+            Vec::new(),
+            0,
+            feed(tx),
+            (replies_tx, CutOff::default()),
+        )
+    });
     guest
         .set_write_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
@@ -61,7 +69,11 @@ fn a_guest_flooding_unasked_share_answers_is_cut_off() {
     let (host, mut guest) = UnixStream::pair().expect("socketpair");
     let (tx, rx) = sync_channel(FRAMES_MAX);
     let (replies_tx, _replies) = sync_channel(REPLIES_MAX);
-    let reader = std::thread::spawn(move || read_vm(host, Vec::new(), 7, feed(tx), replies_tx));
+    let cut_off = CutOff::default();
+    let reader = {
+        let cut_off = cut_off.clone();
+        std::thread::spawn(move || read_vm(host, Vec::new(), 7, feed(tx), (replies_tx, cut_off)))
+    };
     guest
         .set_write_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -76,6 +88,15 @@ fn a_guest_flooding_unasked_share_answers_is_cut_off() {
         _ => panic!("the guest's channel did not end"),
     }
     assert!(reader.join().is_ok());
+    // Why, told before the end, for the relay to report: one answer over
+    // the bound it holds.
+    assert_eq!(
+        cut_off.take().map(|(cut, _)| cut),
+        Some(warden_audit::VmCut::UnaskedAnswers {
+            answers: REPLIES_MAX as u64 + 1,
+            bound: REPLIES_MAX as u64,
+        })
+    );
 }
 
 #[test]
@@ -88,7 +109,9 @@ fn a_retired_reader_waiting_on_a_full_queue_gives_its_frames_back_whole() {
         retired: retired.clone(),
     };
     let (replies_tx, _replies) = sync_channel(REPLIES_MAX);
-    let reader = std::thread::spawn(move || read_vm(host, Vec::new(), 0, feed, replies_tx));
+    let reader = std::thread::spawn(move || {
+        read_vm(host, Vec::new(), 0, feed, (replies_tx, CutOff::default()))
+    });
     let mut sent = Vec::new();
     for id in 1..=3u64 {
         Frame::new(Kind::Stdout, id, vec![id as u8; 100])
