@@ -82,6 +82,12 @@ function describe(e, rows) {
       return { group: 'violations', label: 'dropped', tone: 'warn', text: `${e.count} events lost` };
     case 'cache_left_out':
       return { group: 'workspace', label: 'cache full', tone: 'warn', text: `${e.files} ${e.files === 1 ? 'file' : 'files'} not kept in the profile's caches (bound ${Math.floor(e.limit_bytes / 1048576)} MiB)` };
+    // What a VM sandbox's relay cut to keep its bounds: an exec's output
+    // whose caller took nothing, or the whole guest.
+    case 'exec_output_cut':
+      return { group: 'processes', label: 'output cut', tone: 'warn', text: `#${e.exec}: its caller took nothing of its output for ${e.stalled_ms / 1000} s; what it writes from now on is dropped (the process runs on)` };
+    case 'vm_cut_off':
+      return { group: 'violations', label: 'vm cut off', tone: 'deny', text: e.cause === 'unasked_answers' ? `the guest sent ${e.answers} answers about its shares that nobody asked for (the host holds at most ${e.bound}); the sandbox ends` : e.cause === 'guest_stalled' ? `the guest took nothing from its channel for ${e.stalled_ms / 1000} s; the sandbox ends` : `${e.cause}; the sandbox ends` };
     default:
       return { group: 'other', label: e.event, tone: 'info', text: '' };
   }

@@ -488,6 +488,39 @@ try {
     await proposal.locator('button', { hasText: 'Close' }).click();
   });
 
+  await scenario("a VM relay's cuts read as what was cut and why: an exec's output, and the guest cut off", async () => {
+    // The events as a VM sandbox's log holds them (the demo sandbox is
+    // not a VM: its stream is replaced, once, then put back).
+    const at = Date.now();
+    const lines = [
+      { ts_ms: at, sandbox: 'demo', event: 'exec_started', exec: 7, argv: ['sh', '-c', 'flood'], pid: 40, tty: false },
+      { ts_ms: at + 1, sandbox: 'demo', event: 'exec_output_cut', exec: 7, stalled_ms: 5000 },
+      { ts_ms: at + 2, sandbox: 'demo', event: 'vm_cut_off', cause: 'unasked_answers', answers: 5, bound: 4 },
+      { ts_ms: at + 3, sandbox: 'demo', event: 'vm_cut_off', cause: 'guest_stalled', stalled_ms: 30000 },
+    ];
+    const body = lines.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('');
+    let served = false;
+    await page.route('**/v1/sandboxes/demo/events**', (route) => {
+      if (served) return route.fulfill({ status: 204 });
+      served = true;
+      return route.fulfill({ status: 200, contentType: 'text/event-stream', body });
+    });
+    try {
+      await page.reload();
+      const cut = page.locator('.ev[data-event=exec_output_cut]');
+      await cut.waitFor();
+      const cutText = await cut.innerText();
+      if (!cutText.toLowerCase().includes('output cut') || !cutText.includes('#7') || !cutText.includes('took nothing of its output for 5 s')) throw new Error(`the output's cut reads: ${cutText}`);
+      const off = await page.locator('.ev[data-event=vm_cut_off]').allInnerTexts();
+      if (off.length !== 2 || !off[0].includes('sent 5 answers about its shares that nobody asked for') || !off[1].includes('took nothing from its channel for 30 s')) throw new Error(`the cut-offs read: ${off.join(' | ')}`);
+      const unworded = off.concat(cutText).filter((l) => l.includes('undefined') || l.includes('{'));
+      if (unworded.length) throw new Error(`cut lines not worded: ${unworded.join(' | ')}`);
+    } finally {
+      await page.unroute('**/v1/sandboxes/demo/events**');
+      await page.reload();
+    }
+  });
+
   await scenario('the terminal runs a command', async () => {
     await page.click('#tab-terminal');
     await page.locator('#panel-terminal [role=status]', { hasText: 'running' }).waitFor();
