@@ -17,6 +17,7 @@ so that the places a token holds can be counted by taking the free ones."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Iterator, List
 
@@ -172,6 +173,48 @@ def test_after_a_daemon_restart_run_code_goes_on_with_the_same_server_and_its_pl
             time.sleep(0.5)
         assert got == PER_TOKEN, got
         assert sbx.run_code("6 * 7", timeout=400, request_timeout=400).text == "42"
+        assert _servers(sbx) == 1
+        assert _free_places(d, key, sbx.sandbox_id) == PER_TOKEN - 1
+    finally:
+        sbx.kill()
+
+
+def test_a_server_still_starting_when_the_daemon_restarts_is_ended_before_the_next_start(
+    restartable: Daemon,
+) -> None:
+    # A server that has not listened yet when the daemon dies (here one
+    # that never will: a jupyter_client that does not return, planted with
+    # the mark that the packages are unpacked, as the sandbox may). The
+    # daemon that comes back must know it as the server: the next start
+    # ends it first, so the sandbox runs one server, not two.
+    d = restartable
+    key = d.token(*SCOPES)
+    point_sdk(d, key)
+    sbx = e2b_ci.Sandbox.create(timeout=900)
+    site = "/tmp/.warden-code-interpreter"
+    try:
+        sbx.files.write(f"{site}/jupyter_client/__init__.py", "import time\ntime.sleep(10**9)\n")
+        sbx.files.write(f"{site}/.unpacked", "")
+        first: List[BaseException] = []
+
+        def hung() -> None:
+            try:
+                sbx.run_code("print('never')", timeout=400, request_timeout=400)
+            except BaseException as e:  # the daemon dies under it
+                first.append(e)
+
+        t = threading.Thread(target=hung, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 600
+        while _servers(sbx) == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _servers(sbx) == 1
+        restart(d, kill=True)
+        t.join(timeout=60)
+        # What the sandbox planted goes: a new server unpacks and listens.
+        sbx.commands.run(f"rm -rf {site}")
+        ex = sbx.run_code("6 * 7", timeout=400, request_timeout=400)
+        assert ex.text == "42", ex
         assert _servers(sbx) == 1
         assert _free_places(d, key, sbx.sandbox_id) == PER_TOKEN - 1
     finally:
