@@ -55,6 +55,18 @@ pub enum ReviewError {
     Discard(#[from] LayerError),
 }
 
+impl ReviewError {
+    /// The stable reason code of a refusal every door words alike: the
+    /// workspace's own directory refused ([`warden_workspace::WorkspaceRefused`]:
+    /// `workspace_moved`, `workspace_link`), as deep in the chain as it is.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            ReviewError::RefusalUnrecorded { refusal, .. } => refusal.reason(),
+            e => warden_workspace::WorkspaceRefused::find(e).map(|r| r.code()),
+        }
+    }
+}
+
 /// Globs of workspace paths that tools on the host run, from the
 /// sandbox's stored spec (`filesystem.runs_on_host`).
 pub fn runs_on_host(sb: &Sandbox) -> Vec<String> {

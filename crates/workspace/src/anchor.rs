@@ -64,41 +64,92 @@ pub(crate) fn open_checked(path: &Path, expected: Option<WorkspaceId>) -> io::Re
     if let Some(want) = expected {
         let found = WorkspaceId::of(&fd)?;
         if found != want {
-            return Err(io::Error::other(format!(
-                "workspace {} is not the directory the sandbox was created over (device {} inode {} then, device {} inode {} now): it was moved or replaced since; warden does not land changes in, nor compare with, another directory",
-                path.display(),
-                want.dev,
-                want.ino,
-                found.dev,
-                found.ino
-            )));
+            return Err(io::Error::other(WorkspaceRefused::Moved {
+                path: path.to_path_buf(),
+                want,
+                found,
+            }));
         }
     }
     Ok(fd)
 }
 
-/// The worded refusal of a path that goes through a symbolic link: the
-/// first component of `path` that is one, and its target.
+/// Why the workspace's own directory was refused: each door words it
+/// by its stable reason code ([`WorkspaceRefused::code`]). Carried inside
+/// the `io::Error` of the operation that opened it; [`WorkspaceRefused::find`]
+/// finds it in any error's chain.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceRefused {
+    /// The directory at the recorded path is not the one the sandbox was
+    /// created over: it was moved away (or replaced) since.
+    #[error("workspace {} is not the directory the sandbox was created over (device {} inode {} then, device {} inode {} now): it was moved or replaced since; warden does not land changes in, nor compare with, another directory: put the sandbox's directory back at that path", .path.display(), .want.dev, .want.ino, .found.dev, .found.ino)]
+    Moved {
+        path: PathBuf,
+        want: WorkspaceId,
+        found: WorkspaceId,
+    },
+    /// A component of the recorded path is a symbolic link.
+    #[error("workspace {} goes through a symbolic link{}: a link swapped into its path could redirect the commit or the diff to another directory, so warden does not follow links here", .path.display(), .link.as_ref().map(|(l, t)| format!(" ({} -> {})", l.display(), t.display())).unwrap_or_default())]
+    ThroughLink {
+        path: PathBuf,
+        /// The first component that is a link, and its target.
+        link: Option<(PathBuf, PathBuf)>,
+    },
+}
+
+/// The reason code of [`WorkspaceRefused::Moved`].
+pub const WORKSPACE_MOVED: &str = "workspace_moved";
+/// The reason code of [`WorkspaceRefused::ThroughLink`].
+pub const WORKSPACE_LINK: &str = "workspace_link";
+
+impl WorkspaceRefused {
+    /// Its stable reason code, the same at every door.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WorkspaceRefused::Moved { .. } => WORKSPACE_MOVED,
+            WorkspaceRefused::ThroughLink { .. } => WORKSPACE_LINK,
+        }
+    }
+
+    /// The refusal somewhere in `e`'s chain, if any: as an error of the
+    /// chain itself, or inside an `io::Error` of it (whose own `source`
+    /// skips what it wraps).
+    pub fn find<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a WorkspaceRefused> {
+        let mut at = Some(e);
+        while let Some(err) = at {
+            if let Some(r) = err.downcast_ref::<WorkspaceRefused>() {
+                return Some(r);
+            }
+            if let Some(inner) = err.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+                if let Some(r) = inner.downcast_ref::<WorkspaceRefused>() {
+                    return Some(r);
+                }
+            }
+            at = err.source();
+        }
+        None
+    }
+}
+
+/// The refusal of a path that goes through a symbolic link: the first
+/// component of `path` that is one, and its target.
 fn through_link(path: &Path) -> io::Error {
     let mut at = PathBuf::new();
+    let mut link = None;
     for c in path.components() {
         at.push(c);
         if let Ok(md) = std::fs::symlink_metadata(&at) {
             if md.file_type().is_symlink() {
                 let target = std::fs::read_link(&at).unwrap_or_default();
-                return io::Error::other(format!(
-                    "workspace {} goes through a symbolic link ({} -> {}): a link swapped into its path could redirect the commit or the diff to another directory, so warden does not follow links here",
-                    path.display(),
-                    at.display(),
-                    target.display()
-                ));
+                link = Some((at.clone(), target));
+                break;
             }
         }
     }
-    io::Error::other(format!(
-        "workspace {} goes through a symbolic link: warden does not follow links here",
-        path.display()
-    ))
+    io::Error::other(WorkspaceRefused::ThroughLink {
+        path: path.to_path_buf(),
+        link,
+    })
 }
 
 #[cfg(test)]
@@ -125,7 +176,15 @@ mod tests {
             dev: id.dev,
             ino: id.ino.wrapping_add(1),
         };
-        assert!(open_checked(&real, Some(other)).is_err());
+        let moved = open_checked(&real, Some(other)).expect_err("another directory");
+        assert_eq!(
+            WorkspaceRefused::find(&moved).map(WorkspaceRefused::code),
+            Some(WORKSPACE_MOVED)
+        );
+        assert_eq!(
+            WorkspaceRefused::find(&err).map(WorkspaceRefused::code),
+            Some(WORKSPACE_LINK)
+        );
         let _ = crate::fsutil::remove_tree(&base);
     }
 }

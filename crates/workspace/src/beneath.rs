@@ -71,17 +71,48 @@ impl Tree {
     /// Its path is opened through no symbolic link in any component
     /// ([`crate::anchor`]): a link swapped into a parent is refused.
     pub(crate) fn real(path: &Path) -> io::Result<Tree> {
-        match crate::anchor::open(path) {
-            Ok(root) => Ok(Tree {
-                root: Some(root),
-                resolve: REAL,
-            }),
+        Tree::real_checked(path, None)
+    }
+
+    /// The real workspace at `path`, as [`Tree::real`] opens it, and
+    /// checked to be the directory `expected` when the record holds its
+    /// identity. Every read of the host's side of one review goes through
+    /// the one tree this answers (or its [`Tree::try_clone`]s): the
+    /// directory checked is the directory walked, whatever is renamed or
+    /// linked at its path meanwhile.
+    pub(crate) fn real_checked(
+        path: &Path,
+        expected: Option<crate::WorkspaceId>,
+    ) -> io::Result<Tree> {
+        match crate::anchor::open_checked(path, expected) {
+            Ok(root) => Ok(Tree::real_at(root)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Tree {
                 root: None,
                 resolve: REAL,
             }),
             Err(e) => Err(e),
         }
+    }
+
+    /// The real workspace whose directory `root` holds (opened and
+    /// checked by the caller).
+    pub(crate) fn real_at(root: OwnedFd) -> Tree {
+        Tree {
+            root: Some(root),
+            resolve: REAL,
+        }
+    }
+
+    /// The same tree, by a duplicate of its descriptor: the same
+    /// directory, never its path opened again.
+    pub(crate) fn try_clone(&self) -> io::Result<Tree> {
+        Ok(Tree {
+            root: match &self.root {
+                Some(fd) => Some(fd.try_clone()?),
+                None => None,
+            },
+            resolve: self.resolve,
+        })
     }
 
     fn open(path: &Path, resolve: ResolveFlags) -> io::Result<Tree> {

@@ -195,7 +195,15 @@ impl Locked<'_> {
             host_hooks_paths: opts.host_hooks_paths.clone(),
         };
         let plain = meta.layout == Layout::Copy;
-        let changes = diff::diff_opened(&upper, &workspace, &diff_opts, plain, &opened)?;
+        // The real workspace, opened and checked once: what the commit
+        // compares with, checks against and writes to is this one
+        // directory, whatever is renamed or linked at its path meanwhile.
+        let real = Real::open(&workspace, meta.workspace_id)?;
+        let low = real.tree().map_err(|source| CommitError::Workspace {
+            path: workspace.clone(),
+            source,
+        })?;
+        let changes = diff::diff_opened(&upper, &workspace, &low, &diff_opts, plain, &opened)?;
 
         // 1. Choose.
         let mut chosen = vec![false; changes.len()];
@@ -241,7 +249,6 @@ impl Locked<'_> {
                 return Err(CommitError::Unreviewed(unreviewed));
             }
         }
-        let real = Real::open(&workspace, meta.workspace_id)?;
         let (conflicts, refusals) = check_all(&real, &changes, &chosen, &meta)?;
         if !refusals.is_empty() {
             return Err(CommitError::Unsafe(refusals));
@@ -278,7 +285,7 @@ impl Locked<'_> {
             }
         }
         if meta.layout == Layout::Overlay {
-            clean_upper(&upper, &workspace, &report.applied);
+            clean_upper(&upper, &workspace, &low, &report.applied);
         }
 
         // 6. Advance the baseline when nothing is left; else remember
@@ -286,6 +293,7 @@ impl Locked<'_> {
         let left = diff::diff_opened(
             &upper,
             &workspace,
+            &low,
             &DiffOptions {
                 content: false,
                 patches: false,
@@ -606,13 +614,10 @@ fn check_path(
 /// opaque directory stay while the directory does: removing them alone would
 /// hide the committed real files behind the opaque mark. Such a directory
 /// goes as a whole once nothing below it differs from the real one.
-fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
-    // Beneath the layer's and the workspace's descriptors: a link of the
-    // layer is removed, never followed.
-    let (Ok(layer), Ok(real)) = (
-        crate::beneath::Tree::layer(upper),
-        crate::beneath::Tree::real(workspace),
-    ) else {
+fn clean_upper(upper: &Path, workspace: &Path, real: &crate::beneath::Tree, applied: &[Change]) {
+    // Beneath the layer's and the workspace's descriptors (the commit's
+    // own): a link of the layer is removed, never followed.
+    let Ok(layer) = crate::beneath::Tree::layer(upper) else {
         return;
     };
     let mut paths: Vec<&Path> = applied.iter().flat_map(|c| c.paths()).collect();
@@ -676,7 +681,7 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
             runs_on_host: Vec::new(),
             host_hooks_paths: Vec::new(),
         };
-        if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
+        if diff::diff_real(upper, workspace, real, &opts, false).is_ok_and(|left| left.is_empty()) {
             if let Ok((parent, name)) = layer.parent(&dir) {
                 let _ = fsutil::remove_at(&parent, name, &dir);
             }

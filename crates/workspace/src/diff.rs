@@ -32,6 +32,10 @@ pub enum DiffError {
     },
     #[error("path filter {} is outside the workspace", crate::printable_path(.0))]
     Filter(PathBuf),
+    /// The real workspace's own directory could not be opened, or is
+    /// refused ([`crate::WorkspaceRefused`]: moved, or through a link).
+    #[error("cannot open the workspace to compare the sandbox's layer with it")]
+    Workspace(#[source] io::Error),
     #[error("the sandbox's layer holds a path longer than PATH_MAX (4096 bytes) below {top}: warden cannot review it; discard it (`warden discard NAME {top}`) or remove the sandbox")]
     TooLong { top: String },
 }
@@ -151,25 +155,39 @@ fn diff_with(
     opts: &DiffOptions,
     plain: bool,
 ) -> Result<Vec<Change>, DiffError> {
+    let low = Tree::real(lower).map_err(DiffError::Workspace)?;
+    diff_real(upper, lower, &low, opts, plain)
+}
+
+/// The diff of `upper` against the real workspace `low` (recorded at
+/// `lower`, opened and checked by the caller): every read of the host's
+/// side goes through `low`'s descriptor, never `lower` opened again.
+pub(crate) fn diff_real(
+    upper: &Path,
+    lower: &Path,
+    low: &Tree,
+    opts: &DiffOptions,
+    plain: bool,
+) -> Result<Vec<Change>, DiffError> {
     let opened = crate::fsutil::Opened::up(upper);
-    diff_opened(upper, lower, opts, plain, &opened)
+    diff_opened(upper, lower, low, opts, plain, &opened)
 }
 
 /// The diff of a layer already opened for reading (a commit holds one
-/// open for its whole run).
+/// open for its whole run) against the real workspace `low`.
 pub(crate) fn diff_opened(
     upper: &Path,
     lower: &Path,
+    low: &Tree,
     opts: &DiffOptions,
     plain: bool,
     opened: &crate::fsutil::Opened,
 ) -> Result<Vec<Change>, DiffError> {
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
-    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     let walked = crate::fsutil::deep_stack(|| {
         let mut w = Walker {
             upper: &up,
-            lower: &low,
+            lower: low,
             opts,
             plain,
             opened,
@@ -192,11 +210,12 @@ pub(crate) fn diff_opened(
         e => e,
     };
     let changes = walked.map_err(too_long)?;
-    finish(lower, upper, changes, opts, !plain).map_err(too_long)
+    finish(lower, low, upper, changes, opts, !plain).map_err(too_long)
 }
 
 fn finish(
     lower: &Path,
+    low: &Tree,
     upper: &Path,
     mut changes: Vec<Change>,
     opts: &DiffOptions,
@@ -204,18 +223,18 @@ fn finish(
 ) -> Result<Vec<Change>, DiffError> {
     changes.retain(|c| c.paths().any(|p| selected(p, &opts.paths)));
     if opts.renames {
-        pair_renames(lower, upper, &mut changes)?;
+        pair_renames(low, upper, &mut changes)?;
     }
     if opts.content {
         for c in &mut changes {
-            c.content = content_of(lower, upper, c, opts.patches)?;
+            c.content = content_of(low, upper, c, opts.patches)?;
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
     // Contents are read beneath each tree's descriptor, never by a path
-    // the sandbox could send elsewhere (see `crate::beneath`).
+    // the sandbox could send elsewhere (see `crate::beneath`); the real
+    // workspace's is the one the walk went through.
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
-    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     for c in &mut changes {
         c.flags = rules.check(c);
         // Errors name the change's path in the workspace, never a host path.
@@ -237,6 +256,7 @@ fn finish(
     let trees = crate::judge::Trees {
         upper,
         lower,
+        real: low,
         overlay,
         runs_on_host: &runs_on_host,
         host_hooks: &opts.host_hooks_paths,
@@ -244,7 +264,7 @@ fn finish(
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
     // What the real workspace's own ignore files leave out (a flagged
     // change never is).
-    let mut ignores = crate::ignored::Ignores::new(lower);
+    let mut ignores = crate::ignored::Ignores::new(lower, low.try_clone().ok());
     for c in &mut changes {
         if c.flags.is_empty() {
             let is_dir = [&c.new, &c.old]
@@ -500,7 +520,7 @@ fn read_full(f: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Merge each added file whose content equals a deleted file's into one
 /// rename, at the added file's place in the list.
-fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result<(), DiffError> {
+fn pair_renames(low: &Tree, upper: &Path, changes: &mut Vec<Change>) -> Result<(), DiffError> {
     let mut deleted_by_size: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, c) in changes.iter().enumerate() {
         if let (ChangeKind::Deleted, Some(old)) = (c.kind, &c.old) {
@@ -513,7 +533,6 @@ fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result
         return Ok(());
     }
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
-    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     let mut consumed = BTreeSet::new();
     for i in 0..changes.len() {
         let (ChangeKind::Added, Some(new)) = (changes[i].kind, &changes[i].new) else {
@@ -529,7 +548,7 @@ fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result
             if consumed.contains(&d) {
                 continue;
             }
-            let same = same_content((&low, &changes[d].path), (&up, &changes[i].path), new.size)?;
+            let same = same_content((low, &changes[d].path), (&up, &changes[i].path), new.size)?;
             if same {
                 consumed.insert(d);
                 let from = changes[d].path.clone();
@@ -553,7 +572,7 @@ fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result
 
 /// The content difference of a change to a regular file.
 fn content_of(
-    lower: &Path,
+    low: &Tree,
     upper: &Path,
     c: &Change,
     patches: bool,
@@ -587,9 +606,8 @@ fn content_of(
             .map_err(read_err(rel))?;
         Ok(buf)
     };
-    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
-    let a = read(&low, old_path, old.as_ref().map(|e| e.size))?;
+    let a = read(low, old_path, old.as_ref().map(|e| e.size))?;
     let b = read(&up, &c.path, new.as_ref().map(|e| e.size))?;
     fn text(v: &[u8]) -> Option<&str> {
         if v.contains(&0) {

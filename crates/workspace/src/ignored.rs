@@ -40,8 +40,10 @@ pub(crate) struct Ignores {
 }
 
 impl Ignores {
-    pub(crate) fn new(root: &Path) -> Ignores {
-        let tree = Tree::real(root).ok();
+    /// The matchers of the real workspace recorded at `root`, read
+    /// through `tree` (the diff's own descriptor of it: never `root`
+    /// opened again), or none when there is no tree.
+    pub(crate) fn new(root: &Path, tree: Option<Tree>) -> Ignores {
         let mut b = GitignoreBuilder::new(root);
         let mut any = false;
         for f in [".git/info/exclude", ".gitignore"] {
@@ -171,7 +173,7 @@ mod tests {
         std::fs::write(root.join(".gitignore"), "*.log\nbuild/\n!keep.log\n").unwrap();
         std::fs::write(root.join("sub/.gitignore"), "local.txt\n!important.log\n").unwrap();
         std::fs::write(root.join(".git/info/exclude"), "secret-notes\n").unwrap();
-        let mut ig = Ignores::new(&root);
+        let mut ig = Ignores::new(&root, Tree::real(&root).ok());
         let yes = |ig: &mut Ignores, p: &str, dir: bool| ig.ignored(Path::new(p), dir);
         assert!(yes(&mut ig, "a.log", false));
         assert!(!yes(&mut ig, "keep.log", false));

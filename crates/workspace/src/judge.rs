@@ -37,7 +37,11 @@ const NPM_LIFECYCLE: &[&str] = &[
 /// The trees one diff is judged against.
 pub(crate) struct Trees<'a> {
     pub(crate) upper: &'a Path,
+    /// The real workspace's recorded path (for names, never opened here).
     pub(crate) lower: &'a Path,
+    /// The real workspace, as the diff opened and checked it: every read
+    /// of it goes through this descriptor.
+    pub(crate) real: &'a Tree,
     /// The upper is an overlay layer (else a full copy).
     pub(crate) overlay: bool,
     /// Globs of paths the profile says a tool on the host runs.
@@ -56,10 +60,12 @@ fn flag(rule: &'static str, reason: String) -> Flag {
 
 /// Add the tree-dependent flags to `changes`.
 pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
-    // Both trees read beneath their descriptors (see `crate::beneath`).
-    // The diff opened them a moment ago; if that fails now, every change
-    // is flagged rather than judged blind.
-    let (Ok(upper), Ok(lower)) = (Tree::layer(t.upper), Tree::real(t.lower)) else {
+    // Both trees read beneath their descriptors (see `crate::beneath`):
+    // the real one is the diff's own. The diff opened the layer a moment
+    // ago; if that fails now, every change is flagged rather than judged
+    // blind.
+    let lower = t.real;
+    let Ok(upper) = Tree::layer(t.upper) else {
         for c in changes.iter_mut() {
             c.flags.push(flag(
                 "unreadable",
@@ -68,8 +74,8 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
         }
         return;
     };
-    let after = View::merged(&upper, &lower, t.overlay, t.lower);
-    let before = View::real(&lower, t.lower);
+    let after = View::merged(&upper, lower, t.overlay, t.lower);
+    let before = View::real(lower, t.lower);
     links(&after, &before, changes);
     let mut repos_after = Repos::new(after, t.host_hooks);
     let mut repos_before = Repos::new(before, t.host_hooks);
@@ -306,7 +312,7 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
         None
     };
     let old = if is_file(&c.old) {
-        read(Tree::real(t.lower), c.from.as_deref().unwrap_or(&c.path))
+        read(t.real.try_clone(), c.from.as_deref().unwrap_or(&c.path))
     } else {
         None
     };

@@ -42,19 +42,12 @@ pub enum LayerError {
     Diff(#[from] crate::diff::DiffError),
 }
 
-/// Refuse a workspace whose path goes through a link or leads to another
-/// directory than the sandbox's ([`crate::anchor`]); a missing one is
-/// left to the callers (an empty tree).
-fn checked_workspace(meta: &crate::Meta) -> Result<(), LayerError> {
-    match crate::anchor::open_checked(&meta.workspace, meta.workspace_id) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(LayerError::Io {
-            op: "open workspace",
-            path: PathBuf::new(),
-            source,
-        }),
-    }
+/// The real workspace, opened once and checked to be the sandbox's own
+/// directory ([`crate::real_of`]): a path through a link, or another
+/// directory at its path, is refused; a missing one is an empty tree.
+/// Whatever a discard reads of the host's side, it reads through this.
+fn checked_workspace(meta: &crate::Meta) -> Result<Tree, LayerError> {
+    Ok(crate::real_of(meta)?)
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> LayerError + 'a {
@@ -132,8 +125,7 @@ impl Locked<'_> {
             };
         }
         let upper = Tree::layer(&self.sandbox.upper()).map_err(io_err("open", Path::new("")))?;
-        checked_workspace(&meta)?;
-        let real = Tree::real(&meta.workspace).map_err(io_err("open", Path::new("")))?;
+        let real = checked_workspace(&meta)?;
         let mut acted = Vec::new();
         let mut through = None;
         for rel in rels {
@@ -142,7 +134,7 @@ impl Locked<'_> {
                 through.get_or_insert(LayerError::ThroughLink { path: rel, link });
                 continue;
             }
-            if self.pending(&meta, &rel)? {
+            if self.pending(&meta, &real, &rel)? {
                 acted.push((rel, above.opaque || !overlay));
             }
         }
@@ -167,7 +159,7 @@ impl Locked<'_> {
 
     /// Whether the layer holds a change at or below `rel`. A layer too deep
     /// to review there holds one: discarding it is the way out.
-    fn pending(&self, meta: &store::Meta, rel: &Path) -> Result<bool, LayerError> {
+    fn pending(&self, meta: &store::Meta, real: &Tree, rel: &Path) -> Result<bool, LayerError> {
         let opts = crate::diff::DiffOptions {
             paths: vec![rel.to_path_buf()],
             content: false,
@@ -175,7 +167,7 @@ impl Locked<'_> {
             renames: false,
             ..Default::default()
         };
-        match crate::changes(meta, &self.sandbox.upper(), &opts) {
+        match crate::changes_in(meta, &self.sandbox.upper(), real, &opts) {
             Ok(found) => Ok(!found.is_empty()),
             Err(crate::diff::DiffError::TooLong { .. }) => Ok(true),
             Err(e) => Err(e.into()),
@@ -184,7 +176,7 @@ impl Locked<'_> {
 
     /// Discard every change of an overlay sandbox: an empty layer.
     fn discard_all(&self) -> Result<(), LayerError> {
-        self.replace_upper(None)?;
+        self.replace_upper(Source::Empty)?;
         let mut meta = self.fresh_meta()?;
         meta.baseline = self.new_baseline()?;
         meta.own_writes.clear();
@@ -195,10 +187,10 @@ impl Locked<'_> {
     /// Discard every change of a copy-layout sandbox: the copy becomes a
     /// copy of the real workspace again.
     fn discard_in_copy(&self, meta: &crate::Meta) -> Result<(), LayerError> {
-        checked_workspace(meta)?;
+        let real = checked_workspace(meta)?;
         // Taken before the copy: a host change made while copying is newer.
         let baseline = self.new_baseline()?;
-        self.replace_upper(Some(&meta.workspace))?;
+        self.replace_upper(Source::Real(&real))?;
         let mut meta = self.fresh_meta()?;
         meta.baseline = baseline;
         meta.own_writes.clear();
@@ -265,7 +257,7 @@ impl Locked<'_> {
         if !snap.is_dir() {
             return Err(LayerError::NoSnapshot(label.to_string()));
         }
-        self.replace_upper(Some(&snap))
+        self.replace_upper(Source::Layer(&snap))
     }
 
     /// Delete snapshot `label`.
@@ -280,25 +272,30 @@ impl Locked<'_> {
     }
 
     /// Swap in a new upper layer: a copy of `from`, or an empty one.
-    fn replace_upper(&self, from: Option<&Path>) -> Result<(), LayerError> {
+    fn replace_upper(&self, from: Source<'_>) -> Result<(), LayerError> {
         let sb = self.sandbox;
         let upper = sb.upper();
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;
         match from {
-            Some(src) if src == self.fresh_meta()?.workspace => {
-                crate::treecopy::copy_tree(src, &next)?
-            }
-            Some(src) => {
+            Source::Real(real) => crate::treecopy::copy_real(real, &next)?,
+            Source::Layer(src) => {
                 let opened = fsutil::Opened::up(src);
                 crate::treecopy::copy_layer(src, &next, &opened)?;
             }
-            None => {
-                // An empty layer: the merged root shows the workspace's mode.
-                let workspace = self.fresh_meta()?.workspace;
-                let mode = fs::metadata(&workspace)
-                    .map(|m| m.permissions().mode() & 0o7777)
-                    .map_err(io_err("read", &workspace))?;
+            Source::Empty => {
+                // An empty layer: the merged root shows the workspace's
+                // mode, read from the checked directory (a missing one:
+                // the recorded path's, as before).
+                let meta = self.fresh_meta()?;
+                let workspace = meta.workspace.clone();
+                let mode = match checked_workspace(&meta)?.lstat(Path::new("")) {
+                    Ok(Some(st)) => st.st_mode & 0o7777,
+                    Ok(None) => fs::metadata(&workspace)
+                        .map(|m| m.permissions().mode() & 0o7777)
+                        .map_err(io_err("read", &workspace))?,
+                    Err(e) => return Err(io_err("read", &workspace)(e)),
+                };
                 fs::DirBuilder::new()
                     .mode(0o700)
                     .create(&next)
@@ -326,6 +323,16 @@ impl Locked<'_> {
             .map_err(io_err("create", &work))?;
         Ok(())
     }
+}
+
+/// What a new upper layer is made of.
+enum Source<'a> {
+    /// A copy of the real workspace, through its checked descriptor.
+    Real(&'a Tree),
+    /// A copy of a layer of warden's own (a snapshot).
+    Layer(&'a Path),
+    /// Nothing.
+    Empty,
 }
 
 /// What lies above `rel` in the layer.

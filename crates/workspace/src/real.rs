@@ -69,6 +69,12 @@ impl Real {
         Ok(Real { root })
     }
 
+    /// The same directory as a tree to read (a duplicate of its
+    /// descriptor): a commit's diff reads what it writes.
+    pub(crate) fn tree(&self) -> io::Result<crate::beneath::Tree> {
+        Ok(crate::beneath::Tree::real_at(self.root.try_clone()?))
+    }
+
     /// The directory holding `rel`, reached without following any link.
     pub(crate) fn parent(&self, rel: &Path) -> io::Result<Parent> {
         let parent = match rel.parent() {

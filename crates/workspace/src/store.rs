@@ -346,8 +346,10 @@ impl Store {
         if !workspace.is_dir() {
             return Err(StoreError::NotADirectory(workspace));
         }
-        let workspace_id = crate::anchor::open(&workspace)
-            .and_then(|fd| crate::WorkspaceId::of(&fd))
+        // The directory whose identity is recorded is the one a copy is
+        // made of: one descriptor for both.
+        let (root, workspace_id) = crate::anchor::open(&workspace)
+            .and_then(|fd| crate::WorkspaceId::of(&fd).map(|id| (fd, id)))
             .map_err(|source| StoreError::Workspace {
                 path: workspace.clone(),
                 source,
@@ -386,7 +388,10 @@ impl Store {
                         },
                     )?;
                 }
-                Layout::Copy => crate::treecopy::copy_tree(&workspace, &dir.join("upper"))?,
+                Layout::Copy => crate::treecopy::copy_real(
+                    &crate::beneath::Tree::real_at(root),
+                    &dir.join("upper"),
+                )?,
             }
             let meta = Meta {
                 name: name.to_string(),

@@ -41,6 +41,13 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), FsError> {
     copy_new(&from, dst, None).map(|_| ())
 }
 
+/// Copy the real workspace already opened as `from` (checked to be the
+/// sandbox's own directory) to the new path `dst`: the directory copied
+/// is the one checked, whatever is at its path now.
+pub(crate) fn copy_real(from: &Tree, dst: &Path) -> Result<(), FsError> {
+    copy_new(from, dst, None).map(|_| ())
+}
+
 /// [`copy_tree`] of a tree the sandbox can write (a layer, a kept home, a
 /// snapshot), opened with [`Opened::up`]: each entry gets the mode it had
 /// before it was opened. Answers what the copy costs the host's disk

@@ -283,6 +283,19 @@ fn lost_notice(name: &str) -> String {
     format!("sandbox {name}: its last run ended without saving its changes (its supervisor was killed while they were held in memory, see --disk): what that run changed is lost; what is shown is the layer as it was when that run started")
 }
 
+/// A review's error as the command line says it: a refusal of the
+/// workspace's own directory (moved or replaced since the sandbox was
+/// made, or reached through a link) carries its reason code, the same the
+/// API answers.
+fn review_failed<E: std::error::Error + Send + Sync + 'static>(name: &str, e: E) -> anyhow::Error {
+    let code = warden_workspace::WorkspaceRefused::find(&e).map(|r| r.code());
+    let e = anyhow::Error::new(e);
+    match code {
+        Some(code) => e.context(format!("sandbox {name}: refused ({code})")),
+        None => e,
+    }
+}
+
 pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
     if still_running(&sb) {
@@ -302,7 +315,8 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
     };
-    let listing = warden_workspace::Listing::new(sb.diff(&opts)?, args.ignored);
+    let found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
+    let listing = warden_workspace::Listing::new(found, args.ignored);
     let summary = listing.left_out_line("shown", "--ignored shows them");
     let changes = listing.shown;
     // What was shown in full is what `commit` may apply; a --stat shows no
@@ -399,6 +413,20 @@ fn ask(prompt: &str) -> anyhow::Result<char> {
         .to_ascii_lowercase())
 }
 
+/// What a commit would apply, flags and all, without content.
+fn preview(sb: &Sandbox, args: &CommitArgs) -> anyhow::Result<Vec<warden_workspace::Change>> {
+    sb.diff(&DiffOptions {
+        paths: args.paths.clone(),
+        content: false,
+        patches: false,
+        renames: true,
+        allowed: None,
+        runs_on_host: runs_on_host(sb),
+        host_hooks_paths: host_git_hooks(),
+    })
+    .map_err(|e| review_failed(&args.name, e))
+}
+
 pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
     // (A `warden run` that holds the lock is refused by the lock itself.)
@@ -411,15 +439,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let lock = sb.lock()?;
     // Flagged changes are shown first; applying them takes a yes from the
     // person (or --accept-flagged).
-    let preview = sb.diff(&DiffOptions {
-        paths: args.paths.clone(),
-        content: false,
-        patches: false,
-        renames: true,
-        allowed: None,
-        runs_on_host: runs_on_host(&sb),
-        host_hooks_paths: host_git_hooks(),
-    })?;
+    let preview = preview(&sb, &args)?;
     let offered = preview
         .iter()
         .filter(|c| args.ignored || !c.ignored)
@@ -517,7 +537,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
                     name = sb.name()
                 ));
             }
-            return Err(e.into());
+            return Err(review_failed(&args.name, e));
         }
     };
     let applied: Vec<_> = report.applied.iter().map(|c| c.path.clone()).collect();
@@ -588,20 +608,22 @@ fn show(sb: &Sandbox, c: &warden_workspace::Change) {
 pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
-    let pending = sb.diff(&DiffOptions {
-        paths: paths.to_vec(),
-        content: false,
-        patches: false,
-        renames: false,
-        allowed: None,
-        runs_on_host: runs_on_host(&sb),
-        host_hooks_paths: host_git_hooks(),
-    })?;
+    let pending = sb
+        .diff(&DiffOptions {
+            paths: paths.to_vec(),
+            content: false,
+            patches: false,
+            renames: false,
+            allowed: None,
+            runs_on_host: runs_on_host(&sb),
+            host_hooks_paths: host_git_hooks(),
+        })
+        .map_err(|e| review_failed(name, e))?;
     if pending.is_empty() {
         println!("nothing to discard: sandbox {name} has no changes there");
         return Ok(0);
     }
-    lock.discard(paths)?;
+    lock.discard(paths).map_err(|e| review_failed(name, e))?;
     let recorded = record(
         &sb,
         WorkspaceAction::Discard,

@@ -8,7 +8,17 @@
 //! opened through no link in any component, and the directory's identity
 //! (device, inode), recorded at creation, must match: a workspace moved
 //! away and another made at its path is refused too.
+//!
+//! And the loose ends of that review: the diff (and a discard's reading
+//! of the host's side) walks the very directory it checked, by its
+//! descriptor, never the path opened again, so a directory renamed into
+//! the path between the check and the walk is never read (a swapper
+//! exchanges the workspace's parent with a victim's in a loop while the
+//! real command diffs); and a workspace refused is a reason code at every
+//! door: the command line's message ends with it, the API answers 409
+//! with it as its code and reason (not a 500), and MCP's tools say it.
 
+use crate::common::daemon::{self, Daemon};
 use crate::common::*;
 use std::path::Path;
 
@@ -68,6 +78,7 @@ fn a_commit_through_a_parent_swapped_for_a_link_lands_nothing_and_says_why() {
     assert!(!out.status.success(), "{}", stdout(&out));
     let said = stderr(&out);
     assert!(said.contains("symbolic link"), "{said}");
+    assert!(said.contains("(workspace_link)"), "{said}");
     assert!(
         said.contains(&proj.path().join("w2").display().to_string()),
         "{said}"
@@ -101,6 +112,7 @@ fn a_diff_through_a_parent_swapped_for_a_link_prints_no_host_file() {
         assert!(!all.contains("HOST-SECRET-14"), "{all}");
         assert!(!out.status.success(), "{all}");
         assert!(stderr(&out).contains("symbolic link"), "{all}");
+        assert!(stderr(&out).contains("(workspace_link)"), "{all}");
     }
 }
 
@@ -123,20 +135,19 @@ fn a_workspace_replaced_by_another_directory_at_its_path_is_refused_by_commit_di
         "HOST-SECRET-14\n"
     );
     assert!(!out.status.success(), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("not the directory"),
-        "{}",
-        stderr(&out)
-    );
-    let out = warden(state.path(), &["diff", "moved14"]);
-    assert!(!out.status.success(), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("not the directory"),
-        "{}",
-        stderr(&out)
-    );
-    let out = warden(state.path(), &["discard", "moved14", "notes"]);
-    assert!(!out.status.success(), "{}", stdout(&out));
+    for args in [
+        &["commit", "moved14", "--accept-flagged"][..],
+        &["diff", "moved14"][..],
+        &["discard", "moved14", "notes"][..],
+    ] {
+        let out = warden(state.path(), args);
+        assert!(!out.status.success(), "{args:?}: {}", stdout(&out));
+        let said = stderr(&out);
+        assert!(said.contains("not the directory"), "{args:?}: {said}");
+        assert!(said.contains("(workspace_moved)"), "{args:?}: {said}");
+        assert!(!said.contains("HOST-SECRET-14"), "{args:?}: {said}");
+    }
+    assert!(!land.join("planted").exists());
     // Back in place, the same directory: everything works again.
     std::fs::rename(&land, proj.path().join("w2/land.other")).unwrap();
     std::fs::rename(proj.path().join("w2/land.old"), &land).unwrap();
@@ -180,4 +191,213 @@ fn a_sandbox_recorded_without_its_workspaces_identity_learns_it_at_its_next_star
         Some(md.dev()),
         "{json}"
     );
+}
+
+/// The swapper: `a` and `b` (two directories) exchanged with
+/// `renameat2(RENAME_EXCHANGE)` until the file `stop` exists.
+const EXCHANGE: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, stop = (p.encode() for p in sys.argv[1:4])
+n = 0
+while not os.path.exists(stop):
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        sys.exit('renameat2: errno %d' % ctypes.get_errno())
+    n += 1
+print(n)
+"#;
+
+/// Before, `warden diff` checked the workspace's identity and then
+/// opened its path again for the walk, the content, the judging and the
+/// ignore files: a directory renamed into the path between the check and
+/// those opens was read in its place (the deterministic form of this race
+/// is the workspace crate's unit test
+/// `a_workspace_swapped_between_its_check_and_the_walk_is_never_what_diff_reads`,
+/// which printed `-HOST-SECRET-RACE` as the old side of `notes` and hid
+/// every change behind the victim's `.gitignore`). Now every read goes
+/// through the descriptor that was checked. With the workspace's parent
+/// and a victim directory exchanged in a loop, each diff either shows
+/// the project's own file or is refused as a moved workspace; the
+/// victim's file never appears.
+#[test]
+fn a_workspace_parent_exchanged_with_another_directory_while_diff_runs_never_shows_the_other_one() {
+    if !Path::new("/usr/bin/python3").exists() {
+        return skip("/usr/bin/python3 is not installed (the swapper needs it)");
+    }
+    let state = TempDir::new("r14-race-state");
+    let proj = TempDir::new("r14-race-proj");
+    let land = proj.path().join("w2/land");
+    prepared(state.path(), "race14", &land, PLANT_AND_CHANGE);
+    // The victim has the same shape: `land/notes`, with a host secret,
+    // and a .gitignore that would hide every change.
+    let other = proj.path().join("other");
+    victim(&other);
+    std::fs::write(other.join("land/.gitignore"), "*\n").unwrap();
+    let stop = proj.path().join("stop");
+    let swapper = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", EXCHANGE])
+        .arg(proj.path().join("w2"))
+        .arg(&other)
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let outputs: Vec<(bool, String)> = (0..40)
+        .map(|i| {
+            // With --ignored: the victim's .gitignore would otherwise hide
+            // the changes, and the other directory's content with them.
+            let args: &[&str] = if i % 2 == 0 {
+                &["diff", "race14", "--ignored"]
+            } else {
+                &["diff", "race14", "--json", "--ignored"]
+            };
+            let out = warden(state.path(), args);
+            (
+                out.status.success(),
+                format!("{}{}", stdout(&out), stderr(&out)),
+            )
+        })
+        .collect();
+    std::fs::write(&stop, "").unwrap();
+    let swapped = swapper.wait_with_output().unwrap();
+    assert!(swapped.status.success(), "{swapped:?}");
+    let exchanges: u64 = String::from_utf8_lossy(&swapped.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let shown = outputs.iter().filter(|(ok, _)| *ok).count();
+    let refused = outputs.len() - shown;
+    eprintln!("{shown} diffs shown, {refused} refused, {exchanges} exchanges");
+    for (_, all) in &outputs {
+        assert!(
+            !all.contains("HOST-SECRET-14"),
+            "a diff read the other directory: {all}"
+        );
+    }
+    for (ok, all) in &outputs {
+        if *ok {
+            assert!(all.contains("the project's notes"), "{all}");
+        } else {
+            assert!(all.contains("(workspace_moved)"), "{all}");
+        }
+    }
+    // The race ran: the path changed under the diffs (some were refused
+    // at their check), and the ones that passed it read their own
+    // directory whatever the path held meanwhile.
+    assert!(exchanges > 1000, "{exchanges} exchanges");
+    assert!(shown > 0 && refused > 0, "{shown} shown, {refused} refused");
+}
+
+/// Through a real daemon over real HTTP: a moved workspace was answered
+/// with the generic 409 `conflict`, no reason code, and the library's
+/// text with the workspace's host path in it (and a commit whose own
+/// check failed, 500 `internal`); now the changes, the commit and a
+/// discard each answer 409 with `workspace_moved` as the problem's code
+/// and reason, a message naming no host path, and nothing lands anywhere.
+#[test]
+fn a_moved_workspace_is_a_409_with_its_reason_code_at_every_route_of_the_api() {
+    if !daemon::curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("r14-api-state");
+    let proj = TempDir::new("r14-api-proj");
+    let land = proj.path().join("w2/land");
+    std::fs::create_dir_all(&land).unwrap();
+    std::fs::write(land.join("notes"), "the project's notes\n").unwrap();
+    let d = Daemon::start(state.path(), false);
+    let owner = |method: &str, path: &str, body: Option<&str>| {
+        let (s, b) = daemon::call(&d, method, path, body, None);
+        (
+            s,
+            serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+        )
+    };
+    let body = serde_json::json!({ "name": "api14", "workspace": land }).to_string();
+    let (s, r) = owner("POST", "/v1/sandboxes", Some(&body));
+    assert_eq!(s, 201, "{r}");
+    let (s, r) = owner(
+        "POST",
+        "/v1/sandboxes/api14/exec",
+        Some(&serde_json::json!({ "shell": PLANT_AND_CHANGE }).to_string()),
+    );
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = owner("POST", "/v1/sandboxes/api14/stop", Some("{}"));
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = owner("GET", "/v1/sandboxes/api14/changes?content=true", None);
+    assert_eq!(s, 200, "{r}");
+    // Moved away; another directory at its path.
+    std::fs::rename(&land, proj.path().join("w2/land.old")).unwrap();
+    victim(&proj.path().join("w2"));
+    let asks = [
+        ("GET", "/v1/sandboxes/api14/changes?content=true", None),
+        ("POST", "/v1/sandboxes/api14/commit", Some("{}")),
+        (
+            "POST",
+            "/v1/sandboxes/api14/discard",
+            Some(r#"{"paths":["notes"]}"#),
+        ),
+    ];
+    for (method, path, body) in asks {
+        let (s, r) = owner(method, path, body);
+        assert_eq!(s, 409, "{method} {path}: {r}");
+        assert_eq!(r["code"], "workspace_moved", "{method} {path}: {r}");
+        assert_eq!(r["reason"], "workspace_moved", "{method} {path}: {r}");
+        let message = r["message"].as_str().unwrap_or_default();
+        assert!(message.contains("moved"), "{message}");
+        assert!(!message.contains(proj.str()), "a host path: {message}");
+        assert!(!r.to_string().contains("HOST-SECRET-14"), "{r}");
+    }
+    assert!(!land.join("planted").exists());
+    assert_eq!(
+        std::fs::read_to_string(land.join("notes")).unwrap(),
+        "HOST-SECRET-14\n"
+    );
+    // Back in place: the review and the commit work again.
+    std::fs::rename(&land, proj.path().join("w2/land.other")).unwrap();
+    std::fs::rename(proj.path().join("w2/land.old"), &land).unwrap();
+    let (s, r) = owner("GET", "/v1/sandboxes/api14/changes?content=true", None);
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = owner(
+        "POST",
+        "/v1/sandboxes/api14/commit",
+        Some(r#"{"accept_flagged":true}"#),
+    );
+    assert_eq!(s, 200, "{r}");
+    assert!(land.join("planted").exists());
+}
+
+/// MCP's tools say the same: `get_changes` and `commit_changes` of a
+/// session whose workspace was moved away (another directory made at its
+/// path) are tool errors carrying `workspace_moved`, and nothing lands.
+#[test]
+fn a_moved_workspace_is_a_tool_error_with_its_reason_code_through_mcp() {
+    use crate::common::mcp::{call, good, refused, runtime, stdio_client};
+    let state = TempDir::new("r14-mcp-state");
+    let proj = TempDir::new("r14-mcp-proj");
+    let land = proj.path().join("land");
+    std::fs::create_dir_all(&land).unwrap();
+    std::fs::write(land.join("notes"), "the project's notes\n").unwrap();
+    runtime().block_on(async {
+        let c = stdio_client(state.path(), &["--workspace", land.to_str().unwrap()], &[]).await;
+        good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({ "shell": PLANT_AND_CHANGE }),
+            )
+            .await,
+        );
+        let changes = good(&call(&c, "get_changes", serde_json::json!({})).await);
+        assert!(changes.contains("planted"), "{changes}");
+        std::fs::rename(&land, proj.path().join("land.old")).unwrap();
+        victim(proj.path());
+        for tool in ["get_changes", "commit_changes"] {
+            let said = refused(&call(&c, tool, serde_json::json!({})).await);
+            assert!(said.contains("workspace_moved"), "{tool}: {said}");
+            assert!(!said.contains("HOST-SECRET-14"), "{tool}: {said}");
+        }
+        assert!(!land.join("planted").exists());
+        let _ = c.cancel().await;
+    });
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use warden_runtime::review::{self, ReviewError};
-use warden_workspace::{Change, CommitError, DiffError, LayerError, StoreError};
+use warden_workspace::{Change, CommitError, DiffError, LayerError, StoreError, WorkspaceRefused};
 
 use super::files::relative;
 use super::sandboxes::blocking;
@@ -64,7 +64,27 @@ fn flag_list(changes: &[Change]) -> serde_json::Value {
     )
 }
 
+/// The workspace's own directory refused: moved or replaced on the host
+/// since the sandbox was made, or reached through a link. A 409 with its
+/// reason code as its code; the message names no host path.
+fn workspace_refused(refused: &WorkspaceRefused, id: &str) -> ApiError {
+    let message = match refused {
+        WorkspaceRefused::Moved { .. } => format!(
+            "nothing read or written: sandbox {id}'s workspace on the daemon's host is not the directory the sandbox was made over (it was moved or replaced since), and warden neither compares with nor lands changes in another directory; the daemon's owner puts the sandbox's directory back at its path"
+        ),
+        WorkspaceRefused::ThroughLink { .. } => format!(
+            "nothing read or written: the path of sandbox {id}'s workspace on the daemon's host goes through a symbolic link, which could lead the review or the commit to another directory; the daemon's owner puts the directory itself back at that path"
+        ),
+    };
+    ApiError::new(StatusCode::CONFLICT, refused.code(), message).with_reason(Some(refused.code()))
+}
+
 fn review_error(e: ReviewError, id: &str) -> ApiError {
+    if !matches!(e, ReviewError::RefusalUnrecorded { .. }) {
+        if let Some(refused) = WorkspaceRefused::find(&e) {
+            return workspace_refused(refused, id);
+        }
+    }
     match e {
         // Answered as the refusal is, saying that it is not recorded.
         ReviewError::RefusalUnrecorded { refusal, source } => {
@@ -217,7 +237,7 @@ pub async fn changes(
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/commit", params(("id" = String, Path)), request_body = CommitRequest,
     responses((status = 200, body = CommitAnswer), (status = 400, body = Problem),
-        (status = 404, body = Problem), (status = 409, description = "nothing committed: `running`, `flagged`, `conflicts`, `unsafe`, `unreviewed` or `no_layer`, with `details`", body = Problem)),
+        (status = 404, body = Problem), (status = 409, description = "nothing committed: `running`, `flagged`, `conflicts`, `unsafe`, `unreviewed` or `no_layer`, with `details`; or `workspace_moved`, `workspace_link`: the workspace on the host is not the sandbox's own directory", body = Problem)),
     security(("token" = [])))]
 pub async fn commit(
     State(app): State<Arc<App>>,
@@ -296,7 +316,7 @@ pub async fn commit(
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/discard", params(("id" = String, Path)), request_body = DiscardRequest,
     responses((status = 200, body = DiscardAnswer), (status = 400, description = "no path, or one outside the workspace: nothing discarded", body = Problem),
-        (status = 404, body = Problem), (status = 409, description = "nothing discarded: `running` or `no_layer`", body = Problem)),
+        (status = 404, body = Problem), (status = 409, description = "nothing discarded: `running`, `no_layer`, `workspace_moved` or `workspace_link`", body = Problem)),
     security(("token" = [])))]
 pub async fn discard(
     State(app): State<Arc<App>>,
