@@ -16,7 +16,16 @@ pub struct ApiError {
     /// Boxed: an `ApiError` is the `Err` of most of the daemon's results,
     /// which stay small.
     pub problem: Box<Problem>,
+    /// Seconds the caller is told to wait before asking again
+    /// (`Retry-After`), for a refusal that passes by itself.
+    pub retry_after: Option<u64>,
 }
+
+/// What a caller refused as [`ApiError::busy`] is told to wait: a place
+/// comes back the moment any command of the sandbox ends, which no one
+/// can tell in advance, and asking again costs one connection refused at
+/// once.
+pub const BUSY_RETRY_AFTER: u64 = 1;
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
@@ -29,6 +38,7 @@ impl ApiError {
                 reason: None,
                 details: None,
             }),
+            retry_after: None,
         }
     }
 
@@ -50,14 +60,40 @@ impl ApiError {
 
     /// A supervisor call's failure that its route does not word itself:
     /// a supervisor that did not answer (stopped or stuck) is 503
-    /// `not_answering`, anything else internal.
+    /// `not_answering`, one whose every connection is held is
+    /// [`ApiError::busy`], anything else internal.
     pub fn supervisor(e: &warden_runtime::client::ClientError) -> ApiError {
         match e {
             warden_runtime::client::ClientError::NotAnswering { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_answering", chain(e))
             }
+            e if e.is_busy() => ApiError::busy(&e.to_string()),
             _ => ApiError::internal(chain(e)),
         }
+    }
+
+    /// A sandbox's supervisor serves every connection it may at once
+    /// (each running command holds one), so nothing was started: 429
+    /// `too_many_sessions`, reason `busy`, the bound named as the
+    /// ledger's are (`per_sandbox`), and `Retry-After`. 429 rather than
+    /// 503: the daemon and the sandbox are up and serve everything else;
+    /// what is full is one sandbox's share, filled by its own commands,
+    /// and it frees itself when one of them ends (and 503 is already
+    /// `not_answering`, a supervisor that is stuck, which waiting does
+    /// not cure).
+    /// `refusal` is the supervisor's own words.
+    pub fn busy(refusal: &str) -> ApiError {
+        let mut a = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions",
+            format!(
+                "{refusal}: nothing was started; ask again once one of its commands ends (Retry-After), or end one (POST .../execs/{{exec}}/signal)"
+            ),
+        )
+        .with_reason(Some("busy"))
+        .with_details(serde_json::json!({ "bound": "per_sandbox" }));
+        a.retry_after = Some(BUSY_RETRY_AFTER);
+        a
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
@@ -79,7 +115,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(*self.problem)).into_response()
+        let mut r = (self.status, axum::Json(*self.problem)).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        r
     }
 }
 
@@ -196,6 +237,7 @@ impl From<ResolveError> for ApiError {
                 reason: reason.map(str::to_string),
                 details: None,
             }),
+            retry_after: None,
         }
     }
 }

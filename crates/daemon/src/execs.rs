@@ -150,12 +150,20 @@ pub fn start_as(
         (OwnedFd::from(null), None)
     };
     let control = warden_runtime::lifecycle::control(sb);
-    let conn = Connection::open(&control).map_err(|e| match e {
-        ClientError::NotRunning { .. } => ApiError::conflict(format!(
-            "sandbox {} is not running: start it with POST /v1/sandboxes/{0}/start",
-            sb.name()
-        )),
-        e => ApiError::supervisor(&e),
+    // A command refused before it starts leaves no output behind.
+    let unkept = || {
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(&err_path);
+    };
+    let conn = Connection::open(&control).map_err(|e| {
+        unkept();
+        match e {
+            ClientError::NotRunning { .. } => ApiError::conflict(format!(
+                "sandbox {} is not running: start it with POST /v1/sandboxes/{0}/start",
+                sb.name()
+            )),
+            e => ApiError::supervisor(&e),
+        }
     })?;
     let supervisor_pid = conn.supervisor_pid;
     let preq = protocol::ExecRequest {
@@ -173,8 +181,7 @@ pub fn start_as(
     let running = match conn.exec(preq, &[stdin_r.as_fd(), out.as_fd(), err.as_fd()]) {
         Ok(r) => r,
         Err(ClientError::ExecFailed { status, message }) => {
-            let _ = std::fs::remove_file(&out_path);
-            let _ = std::fs::remove_file(&err_path);
+            unkept();
             let code = if status == 127 {
                 "not_found"
             } else {
@@ -186,11 +193,13 @@ pub fn start_as(
             );
         }
         Err(e @ ClientError::Rejected { .. }) => {
-            let _ = std::fs::remove_file(&out_path);
-            let _ = std::fs::remove_file(&err_path);
+            unkept();
             return Err(crate::routes::pause::refusal(sb.name(), e));
         }
-        Err(e) => return Err(ApiError::internal(chain(&e))),
+        Err(e) => {
+            unkept();
+            return Err(ApiError::internal(chain(&e)));
+        }
     };
     drop(stdin_r);
     let mut stdin_w = stdin_w;

@@ -238,6 +238,10 @@ pub enum Refusal {
     Paused,
     /// The sandbox's backend (or this host) cannot do it.
     Unsupported,
+    /// The supervisor serves as many connections as it may at once (each
+    /// running command holds one): nothing was started, and a place comes
+    /// back when one of them ends.
+    Busy,
 }
 
 /// One process to start.
@@ -477,6 +481,14 @@ mod tests {
                 field: None
             }),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
+        );
+        assert_eq!(
+            json(&Reply::Refused {
+                code: Refusal::Busy,
+                message: "full".into(),
+                field: None
+            }),
+            r#"{"op":"refused","code":"busy","message":"full","field":null}"#
         );
     }
 

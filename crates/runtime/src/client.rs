@@ -70,6 +70,23 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// The supervisor refused because every connection it serves at once
+    /// is held (each running command holds one): nothing was started, and
+    /// the same request may be taken once one of them ends. Told apart
+    /// from a supervisor that does not answer ([`ClientError::NotAnswering`])
+    /// and from a broken socket ([`ClientError::Protocol`]).
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Rejected {
+                code: Refusal::Busy,
+                ..
+            }
+        )
+    }
+}
+
 /// What a failed connection inside the sandbox means, in words.
 fn connect_hint(errno: Errno) -> &'static str {
     match errno {
@@ -121,7 +138,7 @@ impl Connection {
         // The hello's answer is read before anything else; the request
         // that follows may be sent without waiting for it (the socket
         // keeps their order), which `exec` does.
-        protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[])?;
+        let sent = protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[]);
         let timeout = |t: std::time::Duration| {
             let tv = nix::sys::time::TimeVal::new(
                 t.as_secs() as nix::sys::time::time_t,
@@ -131,6 +148,17 @@ impl Connection {
         };
         // Without its timeout the hello could wait forever: refused.
         timeout(wait).map_err(ProtocolError::Receive)?;
+        if let Err(e) = sent {
+            // A supervisor that refuses a connection past its bound answers
+            // at once and closes, maybe before the hello is sent: its
+            // answer is still there to read, and says more than the send.
+            return match protocol::receive::<Reply>(&sock) {
+                Ok((reply @ (Reply::Refused { .. } | Reply::Error { .. }), _)) => {
+                    refusal(reply).and(Err(ClientError::Unexpected))
+                }
+                _ => Err(e.into()),
+            };
+        }
         let hello = match protocol::receive::<Reply>(&sock) {
             Err(ProtocolError::Receive(Errno::EAGAIN)) => {
                 return Err(ClientError::NotAnswering {
@@ -147,8 +175,9 @@ impl Connection {
                 sock,
                 supervisor_pid: pid,
             }),
-            Reply::Error { message } => Err(ClientError::Refused(message)),
-            _ => Err(ClientError::Unexpected),
+            // A caller of another version, or one past the bound
+            // ([`ClientError::is_busy`]).
+            r => refusal(r).and(Err(ClientError::Unexpected)),
         }
     }
 
@@ -461,6 +490,7 @@ impl Connection {
                 .filter(|m| warden_jail::pty::is_terminal(m.as_fd()))
                 .ok_or(ClientError::Unexpected),
             (Reply::Error { message }, _) => Err(ClientError::Refused(message)),
+            (r @ Reply::Refused { .. }, _) => refusal(r).and(Err(ClientError::Unexpected)),
             _ => Err(ClientError::Unexpected),
         }
     }
@@ -478,6 +508,10 @@ impl Connection {
                 Ok((exec, pid, master))
             }
             Reply::Error { message } => Err(ClientError::Refused(message)),
+            r @ Reply::Refused {
+                code: Refusal::Busy,
+                ..
+            } => refusal(r).and(Err(ClientError::Unexpected)),
             Reply::Refused { message, .. } => Err(ClientError::Refused(message)),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),

@@ -289,6 +289,16 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
     Ok(status)
 }
 
+/// A command refused because sandbox `name`'s supervisor serves as many
+/// connections as it may at once (each running command holds one), in
+/// one sentence: nothing was started, and what to do. Said alike whether
+/// this machine's supervisor refused it or a daemon's (`--host`).
+pub fn busy(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "sandbox {name} runs as many commands as its supervisor serves at once, so nothing was started: wait for one of them to end or end one (`warden ps {name}` lists them), then run this again"
+    )
+}
+
 /// Run `req` in the running sandbox `sb`: with the caller's terminal
 /// relayed through a new PTY, its own pipes, or (detached) /dev/null.
 /// Returns the exit status and a line for the person.
@@ -311,9 +321,9 @@ fn exec_in(
             if !running(sb) {
                 start_supervisor(sb)?;
             }
-            Connection::open(&control(sb))?
+            Connection::open(&control(sb)).map_err(|e| pause::exec_refused(sb.name(), e))?
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(pause::exec_refused(sb.name(), e)),
     };
     let mut relay = client::Relay::default();
     let started = if tty {

@@ -206,7 +206,9 @@ pub fn exec(host: &str, a: ExecArgs) -> anyhow::Result<u8> {
             background: true,
             ..Default::default()
         };
-        let info = c.exec_background(&a.name, &req)?;
+        let info = c
+            .exec_background(&a.name, &req)
+            .map_err(|e| refused(&a.name, e))?;
         println!("{}", info.id);
         return Ok(0);
     }
@@ -219,6 +221,20 @@ pub fn exec(host: &str, a: ExecArgs) -> anyhow::Result<u8> {
         a.workdir,
         a.timeout.map(|d| d.as_secs_f64()),
     )
+}
+
+/// A command the daemon refused, as the command line says it: a sandbox
+/// whose supervisor is busy as this machine's would be (one sentence);
+/// anything else as the daemon said it.
+fn refused(name: &str, e: warden_client::ClientError) -> anyhow::Error {
+    match &e {
+        warden_client::ClientError::Refused { problem, .. }
+            if problem.reason.as_deref() == Some("busy") =>
+        {
+            super::lifecycle::busy(name)
+        }
+        _ => e.into(),
+    }
 }
 
 /// Run `argv` in sandbox `id`, its output to ours as it comes and our
@@ -263,7 +279,8 @@ fn exec_in(
         if let Err(e) = written {
             write_error.get_or_insert(e);
         }
-    })?;
+    });
+    let exit = exit.map_err(|e| refused(id, e))?;
     if let Some(e) = write_error {
         // Our own output went away (a closed pipe): the command's status
         // still stands, said once.

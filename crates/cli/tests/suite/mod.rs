@@ -96,6 +96,7 @@ mod snapshot_bounds;
 mod snapshot_trust;
 mod snapshots;
 mod substituted_bodies;
+mod supervisor_busy;
 mod teardown;
 mod trust_boundary;
 mod unsaved_mark_attacks;

@@ -444,6 +444,27 @@ pub(super) fn remember(e: &E2b, sb: &str, proc: Arc<Proc>) -> Result<(), RpcErro
     Ok(())
 }
 
+/// A process refused because its sandbox's supervisor serves as many
+/// connections as it may (each running process holds one), in this door's
+/// words: `resource_exhausted`, Connect's 429, which the SDK raises as
+/// RateLimitException. Nothing was started.
+pub(super) fn busy(sb: &str) -> RpcError {
+    RpcError::new(
+        Code::ResourceExhausted,
+        format!(
+            "sandbox {sb} runs as many processes as it serves at once: nothing was started; start it again once one of them ends, or kill one"
+        ),
+    )
+}
+
+/// The native exec's refusal in this door's words.
+fn refused(sb: &str, e: crate::error::ApiError) -> RpcError {
+    if e.problem.reason.as_deref() == Some("busy") {
+        return busy(sb);
+    }
+    e.into()
+}
+
 /// The native exec, on pipes. Blocking.
 fn start_pipes(
     e: &E2b,
@@ -463,7 +484,8 @@ fn start_pipes(
         ..Default::default()
     };
     let exec_id = format!("ex-{}", crate::auth::random_id(8));
-    let h = execs::start(&sandbox, &exec_id, argv_of(&config), &req, Some(lease))?;
+    let h = execs::start(&sandbox, &exec_id, argv_of(&config), &req, Some(lease))
+        .map_err(|e| refused(sb, e))?;
     app.db()?
         .insert_exec(&h.row)
         .map_err(|err| RpcError::new(Code::Internal, crate::error::chain(&err)))?;

@@ -70,7 +70,8 @@ impl Session {
                 &format!("/v1/sandboxes/{}/exec", enc(&sb)),
                 Send::Json(body),
             )
-            .await?;
+            .await
+            .map_err(|r| busy(r, &sb))?;
         let mut text = match (r.timed_out, r.signal) {
             (true, _) => format!(
                 "killed after {timeout} s (timeout_seconds); status {}",
@@ -132,7 +133,8 @@ impl Session {
                 &format!("/v1/sandboxes/{}/exec", enc(&sb)),
                 Send::Json(body),
             )
-            .await?;
+            .await
+            .map_err(|r| busy(r, &sb))?;
         self.state().commands.insert(
             info.id.clone(),
             super::Started {
@@ -263,6 +265,22 @@ impl Session {
 /// strings (`warden-detect`'s rules): which rule, on which line of which
 /// stream; empty when none does. The model is told so that it does not
 /// copy the value into a file, a commit or a message.
+/// A command refused because sandbox `sb`'s supervisor serves as many
+/// connections as it may (each running command holds one), in this
+/// door's words: what a model can do about it, with no route of the API
+/// it cannot call. Any other refusal as it came.
+fn busy(r: Refused, sb: &str) -> Refused {
+    if r.reason.as_deref() != Some("busy") {
+        return r;
+    }
+    Refused {
+        message: format!(
+            "sandbox {sb} runs as many commands as it serves at once: nothing was started; wait until a command started with start_command ends (poll_command says when), then call this again"
+        ),
+        ..r
+    }
+}
+
 pub(super) fn flagged(out: &[u8], err: &[u8]) -> String {
     let mut lines = Vec::new();
     for (stream, bytes) in [("stdout", out), ("stderr", err)] {

@@ -53,6 +53,8 @@ pub struct Refused {
     pub status: u16,
     pub code: String,
     pub message: String,
+    /// The problem's reason below its code, when it gave one.
+    pub reason: Option<String>,
 }
 
 impl Refused {
@@ -61,6 +63,7 @@ impl Refused {
             status: 400,
             code: code.to_string(),
             message: message.into(),
+            reason: None,
         }
     }
 }
@@ -147,6 +150,7 @@ impl Api {
                     status: status.as_u16(),
                     code: p.code,
                     message: p.message,
+                    reason: p.reason,
                 },
                 Err(_) => Refused {
                     status: status.as_u16(),
@@ -155,6 +159,7 @@ impl Api {
                         "the API answered {status}: {}",
                         String::from_utf8_lossy(&bytes)
                     ),
+                    reason: None,
                 },
             },
         )

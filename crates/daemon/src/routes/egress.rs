@@ -49,6 +49,7 @@ fn refused(id: &str, e: ClientError) -> ApiError {
             Refusal::Conflict | Refusal::Paused | Refusal::Unsupported => {
                 ApiError::conflict(message)
             }
+            Refusal::Busy => ApiError::busy(&message),
         },
         ClientError::Unsupported(_) => ApiError::conflict(chain(&e)),
         e => ApiError::supervisor(&e),

@@ -74,7 +74,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
         (status = 200, description = "ended (or, with `stream`, a stream of ExecEvent lines)", body = ExecResult),
         (status = 202, description = "`background`: it runs", body = ExecInfo),
         (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem),
-        (status = 429, description = "the caller holds as many long-lived answers (running commands among them) as it may: nothing started", body = Problem)),
+        (status = 429, description = "the caller holds as many long-lived answers (running commands among them) as it may, or (reason `busy`, with `Retry-After`) the sandbox's supervisor serves as many connections as it may: nothing started", body = Problem)),
     security(("token" = [])))]
 pub async fn exec(
     State(app): State<Arc<App>>,

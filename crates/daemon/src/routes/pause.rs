@@ -46,6 +46,7 @@ pub(crate) fn refusal(id: &str, e: ClientError) -> ApiError {
             Refusal::NotFound => ApiError::not_found(message),
             Refusal::Invalid => ApiError::bad_request(message),
             Refusal::Conflict => ApiError::conflict(message),
+            Refusal::Busy => ApiError::busy(&message),
         },
         ClientError::Unsupported(_) => ApiError::conflict(format!(
             "{}: stop and start sandbox {id} to pause it",

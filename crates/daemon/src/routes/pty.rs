@@ -269,6 +269,7 @@ fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiErro
             ));
         }
         Err(e @ ClientError::Refused(_)) => return Err(ApiError::conflict(chain(&e))),
+        Err(e) if e.is_busy() => return Err(ApiError::supervisor(&e)),
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };
     let Some(master) = running.take_master() else {

@@ -72,15 +72,7 @@ pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
         } else if shared.kept_back.load(Ordering::SeqCst) < KEPT_BACK as u64 {
             Place::KeptBack
         } else {
-            let _ = protocol::send(
-                conn.as_fd(),
-                &Reply::Error {
-                    message: format!(
-                        "the supervisor serves {bound} connections at most; try again"
-                    ),
-                },
-                &[],
-            );
+            let _ = protocol::send(conn.as_fd(), &busy(shared), &[]);
             continue;
         };
         let count = match place {
@@ -114,11 +106,31 @@ enum Place {
     KeptBack,
 }
 
-/// What a place kept back serves: the owner's stop, and a status (which
-/// the stop's callers and `warden ls` look at); nothing that may hold the
-/// place for long.
+/// What a place kept back serves: the owner's stop, a status (which the
+/// stop's callers and `warden ls` look at), and a signal to a running
+/// command (answered at once: a caller refused as busy can end one of its
+/// commands to free a place); nothing that may hold the place for long.
 fn kept_back_serves(req: &Request) -> bool {
-    matches!(req, Request::Stop { .. } | Request::Status)
+    matches!(
+        req,
+        Request::Stop { .. } | Request::Status | Request::Signal { .. }
+    )
+}
+
+/// The refusal of a request past the bound: typed, so that each door
+/// tells it apart from a supervisor that does not answer or a broken
+/// socket, and words it itself (a status and a time to retry after, a
+/// sentence saying what to do). Nothing was started for it.
+fn busy(shared: &Shared) -> Reply {
+    Reply::Refused {
+        code: Refusal::Busy,
+        message: format!(
+            "sandbox {}'s supervisor serves {} connections at once and every one is held (each running command holds one)",
+            shared.bus.sandbox(),
+            connection_bound()
+        ),
+        field: None,
+    }
 }
 
 /// The hello: answered, and `true` when a request may follow.
@@ -173,12 +185,7 @@ fn serve(
     let (req, fds) = protocol::receive::<Request>(conn)?;
     let reply = |r: &Reply| protocol::send(conn.as_fd(), r, &[]);
     if place == Place::KeptBack && !kept_back_serves(&req) {
-        return reply(&Reply::Error {
-            message: format!(
-                "the supervisor serves {} connections at most (and a stop or a status past them); try again",
-                connection_bound()
-            ),
-        });
+        return reply(&busy(shared));
     }
     if pause::needs_processes(&req) && pause::paused_since(shared).is_some() {
         return reply(&pause::refused_paused(shared));

@@ -61,7 +61,8 @@ fn worded(name: &str, e: LifecycleError) -> anyhow::Error {
     }
 }
 
-/// An exec refused because the sandbox is paused, as the command line
+/// An exec refused because the sandbox is paused, or because its
+/// supervisor serves as many connections as it may, as the command line
 /// says it.
 pub fn exec_refused(name: &str, e: ClientError) -> anyhow::Error {
     match e {
@@ -70,6 +71,7 @@ pub fn exec_refused(name: &str, e: ClientError) -> anyhow::Error {
             message,
             ..
         } => anyhow::anyhow!("{message} (`warden resume {name}`)"),
+        e if e.is_busy() => super::busy(name),
         e => e.into(),
     }
 }

@@ -44,7 +44,7 @@ pub(super) fn start(
     execs::check_command(&argv, &config.envs)?;
     let sandbox = e.app.sandbox(sb)?;
     let control = lifecycle::control(&sandbox);
-    let mut spawned = spawn(&control, &config, argv, &pty)?;
+    let mut spawned = spawn(sb, &control, &config, argv, &pty)?;
     let Some(master) = spawned.running.take_master() else {
         let _ = conn_signal(&control, spawned.running.exec);
         return Err(RpcError::new(
@@ -102,9 +102,10 @@ struct Spawned {
     argv: Vec<String>,
 }
 
-/// Ask the sandbox's supervisor (at `control`) to start the command on a
+/// Ask `sandbox`'s supervisor (at `control`) to start the command on a
 /// terminal of the asked size (80x24 if none; each side within 1..=4096).
 fn spawn(
+    sandbox: &str,
     control: &Path,
     config: &ProcessConfig,
     argv: Vec<String>,
@@ -116,6 +117,7 @@ fn spawn(
         ClientError::NotRunning { .. } => {
             RpcError::new(Code::FailedPrecondition, crate::error::chain(&err))
         }
+        err if err.is_busy() => super::busy(sandbox),
         err => RpcError::new(Code::Internal, crate::error::chain(&err)),
     })?;
     let supervisor_pid = conn.supervisor_pid;
@@ -136,6 +138,7 @@ fn spawn(
         Err(ClientError::ExecFailed { message, .. }) => {
             return Err(RpcError::new(Code::InvalidArgument, message))
         }
+        Err(err) if err.is_busy() => return Err(super::busy(sandbox)),
         Err(err) => return Err(RpcError::new(Code::Internal, crate::error::chain(&err))),
     };
     Ok(Spawned {
