@@ -277,6 +277,7 @@ mod evasion;
 mod git;
 mod literal;
 mod mcp;
+mod readings;
 mod record;
 mod websocket;
 mod wire;

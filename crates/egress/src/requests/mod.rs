@@ -13,6 +13,7 @@
 //! allow and under any to deny or ask: ambiguity never widens what is
 //! allowed. This module decides only; the terminator enforces and records.
 
+pub(crate) mod keys;
 pub(crate) mod path;
 mod rpc;
 
@@ -269,12 +270,21 @@ fn rank(o: &Outcome) -> u8 {
     }
 }
 
+/// Whether `r` names `method` (as written to allow, any case to refuse).
+/// A rule naming GET names HEAD too: Flask, Express, Rails, Spring and
+/// Go's ServeMux answer HEAD with the GET handler, so what a rule denies
+/// or asks of GET it denies or asks of HEAD, and what it allows of GET a
+/// HEAD may read; a rule naming HEAD names only HEAD.
 fn method_matches(r: &RequestRule, method: &str, mode: Mode) -> bool {
+    let same = |a: &str, b: &str| match mode {
+        Mode::Allow => a == b,
+        Mode::Refuse => a.eq_ignore_ascii_case(b),
+    };
+    let head = same(method, "HEAD");
     r.methods.is_empty()
-        || r.methods.iter().any(|m| match mode {
-            Mode::Allow => m == method,
-            Mode::Refuse => m.eq_ignore_ascii_case(method),
-        })
+        || r.methods
+            .iter()
+            .any(|m| same(m, method) || (head && same(m, "GET")))
 }
 
 /// A path's segments under each way a server may read it: those an allow
@@ -312,31 +322,30 @@ type Pairs = Vec<(String, Option<String>)>;
 
 /// Every condition holds, under every reading of the query (to allow: and
 /// every value given for a key matches) or under any (to refuse: some
-/// value given for the key matches).
+/// value given for the key matches). A key is read as every server reads
+/// it (`keys`: `q[]`, `q[x]`, ` q`, `Q`, PHP's `q.x` for `q_x`): to
+/// refuse, a value under any spelling counts; to allow, the key must be
+/// given as the rule writes it, and every value under every spelling
+/// must fit, so that a server reading another spelling (PHP the last
+/// `q`, Rack `q[]`) never reads a value the rule did not allow.
 fn query_matches(r: &RequestRule, readings: &[Pairs], mode: Mode) -> bool {
     if r.query.is_empty() {
         return true;
     }
     let fold = mode == Mode::Refuse;
     let holds = |pairs: &Pairs, c: &QueryCondition| {
-        let same_key = |k: &String| {
-            if fold {
-                k.eq_ignore_ascii_case(&c.key)
-            } else {
-                *k == c.key
-            }
-        };
         let values: Vec<&str> = pairs
             .iter()
-            .filter(|(k, _)| same_key(k))
+            .filter(|(k, _)| keys::spells(k, &c.key))
             .map(|(_, v)| v.as_deref().unwrap_or(""))
             .collect();
-        let Some(want) = &c.value else {
-            return !values.is_empty();
+        let written = pairs.iter().any(|(k, _)| *k == c.key);
+        let fits = |v: &&str| match &c.value {
+            Some(want) => path::glob(want.as_bytes(), v.as_bytes(), fold),
+            None => true,
         };
-        let fits = |v: &&str| path::glob(want.as_bytes(), v.as_bytes(), fold);
         match mode {
-            Mode::Allow => !values.is_empty() && values.iter().all(fits),
+            Mode::Allow => written && values.iter().all(fits),
             Mode::Refuse => values.iter().any(fits),
         }
     };

@@ -4,6 +4,8 @@
 //! or that is not JSON-RPC, has no methods anyone can name, so a rule
 //! that needs them allows nothing and denies (or asks about) everything.
 
+use super::keys;
+
 /// How much of a body is read for its JSON-RPC methods: an MCP call is a
 /// few hundred bytes; a larger one is decided as unreadable, never read
 /// further (the proxy's memory budget pays for what is held).
@@ -14,8 +16,9 @@ pub const MAX_RPC_BODY: usize = 64 * 1024;
 /// `name` (`tools/call:search`, so that one tool can be named). `None`
 /// when the body is not JSON-RPC (or a message names no method).
 pub fn labels(body: &[u8]) -> Option<Vec<String>> {
-    // Some servers match keys ignoring case (Go's encoding/json does, the
-    // last one winning): `"METHOD"` beside `"method"`, or `"Name"` in a
+    // Some servers match keys ignoring case (Go's encoding/json does, by
+    // Unicode's folding, the last one winning): `"METHOD"` beside
+    // `"method"`, `"param\u017f"` beside `"params"`, or `"Name"` in a
     // tool call's params, would be read there as what this reading never
     // saw. A body with such a key is not JSON-RPC here.
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
@@ -48,14 +51,24 @@ pub fn labels(body: &[u8]) -> Option<Vec<String>> {
 const KEYS: &[&str] = &["jsonrpc", "id", "method", "params", "name"];
 
 /// Whether a message (or a batch's), or its params, has a key another
-/// reader could take for one this reading uses: two keys equal ignoring
-/// case, or one of [`KEYS`] spelled in another case.
+/// decoder could take for one this reading uses: two keys one key to a
+/// decoder that ignores case (Unicode's simple folding, as Go's
+/// `encoding/json` does: `paramſ` is `params` there), or one of [`KEYS`]
+/// spelled otherwise, or so once cut at a NUL (a decoder keeping keys as
+/// C strings). Lone surrogates and bytes that are not UTF-8 never get
+/// here: serde refuses them.
 fn ambiguous_keys(v: &serde_json::Value) -> bool {
     let object = |m: &serde_json::Map<String, serde_json::Value>| {
         let mut seen = std::collections::HashSet::new();
         m.keys().any(|k| {
-            !seen.insert(k.to_ascii_lowercase())
-                || KEYS.iter().any(|w| k != w && k.eq_ignore_ascii_case(w))
+            let mut readings = vec![keys::fold(k)];
+            if let Some(cut) = keys::cut_at_nul(k) {
+                readings.push(keys::fold(cut));
+            }
+            readings.into_iter().any(|f| {
+                let another = KEYS.iter().any(|w| k != w && f == *w);
+                another || !seen.insert(f)
+            })
         })
     };
     let message = |m: &serde_json::Value| {
@@ -147,6 +160,36 @@ mod tests {
         // Other keys in any case are the server's business.
         assert_eq!(
             labels(br#"{"method":"tools/call","params":{"name":"search","Arguments":{"Q":1}}}"#),
+            Some(vec!["tools/call:search".to_string()])
+        );
+    }
+
+    #[test]
+    fn keys_a_decoder_folds_or_cuts_to_a_read_key_make_a_body_unreadable() {
+        // Go's encoding/json matches a key by Unicode simple folding, the
+        // last match winning: `paramſ` (U+017F) is `params` there, and
+        // with it the tool actually called. Every letter that folds to an
+        // ASCII one (`ſ` s, `K` k, `ı` and `İ` i), at each level read, and
+        // a key a C decoder cuts at NUL, is another reading of the call.
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}},"param\u017f":{"name":"delete_repo","arguments":{}}}"#,
+            r#"{"method":"tools/list","id":1,"\u0130D":2}"#,
+            r#"{"method":"tools/call","params":{"name":"search","name\u0000":"delete_repo"}}"#,
+            r#"{"method":"tools/list","method\u0000x":"tools/call"}"#,
+            r#"{"method":"tools/list","\u0131d":1,"id":2}"#,
+            r#"{"method":"tools/list","jsonrpc":"2.0","j\u017fonrpc":"1.0"}"#,
+            r#"[{"method":"tools/list"},{"method":"tools/call","param\u017f":{"name":"x"}}]"#,
+            r#"{"method":"tools/call","params":{"name":"search","NAME\u0000":"delete_repo"}}"#,
+            r#"{"method":"tools/call","params":{"name":"search"},"\u212Aey":1,"key":2}"#,
+        ] {
+            assert_eq!(labels(body.as_bytes()), None, "{body}");
+        }
+        // A letter that folds to no ASCII one is another key altogether.
+        assert_eq!(
+            labels(
+                r#"{"method":"tools/call","params":{"name":"search","n\u00e4me":"x","p\u0430rams":1}}"#
+                    .as_bytes()
+            ),
             Some(vec!["tools/call:search".to_string()])
         );
     }

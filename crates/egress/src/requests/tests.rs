@@ -406,3 +406,87 @@ fn an_escaped_star_matches_itself_only() {
     assert_eq!(d("/a*b/x"), Some(Outcome::Allow));
     assert_eq!(d("/aXb/x"), Some(Outcome::NoRule));
 }
+
+/// PHP, Rack and Express's `qs` read `debug[]`, `debug[x]`, `[debug]` and
+/// ` debug` as `debug`, PHP `de.bug` as `de_bug` and a key cut at NUL;
+/// ASP.NET any case: a condition on a key holds for each such spelling
+/// (any to refuse; to allow, every value under every spelling fits).
+#[test]
+fn a_query_condition_reads_every_spelling_a_server_takes_for_its_key() {
+    let r = rules(&[
+        (Allow, "GET api.test/ok/**"),
+        (Deny, "* api.test/ok/**?debug"),
+        (Deny, "* api.test/ok/**?de_bug=on"),
+        (Deny, "* api.test/ok/**?sudo"),
+        (Allow, "GET api.test/search?q=safe-*"),
+    ]);
+    let d = |t: &str| decide(&r, "api.test", "GET", t);
+    for q in [
+        "debug=1",
+        "debug[]=1",
+        "debug[x]=1",
+        "debug[0]=1",
+        "debug%5B%5D=1",
+        "debug%5b0%5d=1",
+        "%20debug=1",
+        "+debug=1",
+        "[debug]=1",
+        "debug]=1",
+        "debug.x=1",
+        "debug%00x=1",
+        "DEBUG=1",
+        "%C5%BFudo=1",
+        "%C5%BFUDO[]=1",
+        "de.bug=on",
+        "de%20bug=on",
+        "de[bug=on",
+    ] {
+        assert_eq!(d(&format!("/ok/a?{q}")), Some(Outcome::Deny), "{q}");
+    }
+    for q in ["debugger=1", "a=debug", "x[debug]=1", "de.bug=off"] {
+        assert_eq!(d(&format!("/ok/a?{q}")), Some(Outcome::Allow), "{q}");
+    }
+    for q in ["q=safe-1", "q=safe-1&q[]=safe-2", "q=safe-1&Q=safe-2"] {
+        assert_eq!(d(&format!("/search?{q}")), Some(Outcome::Allow), "{q}");
+    }
+    for q in [
+        "q=safe-1&q=evil",
+        "q=safe-1&q[]=evil",
+        "q=safe-1&q[x]=evil",
+        "q=safe-1&q%5B%5D=evil",
+        "q=safe-1&%20q=evil",
+        "q=safe-1&Q=evil",
+        "q=safe-1&q.x=evil",
+        "q=safe-1&q%00=evil",
+        // Only another spelling: the key as the rule writes it is absent.
+        "q[]=safe-1",
+    ] {
+        assert_eq!(d(&format!("/search?{q}")), Some(Outcome::NoRule), "{q}");
+    }
+}
+
+/// Flask, Express, Rails, Spring and Go's ServeMux answer HEAD with the
+/// GET handler: a rule naming GET governs HEAD too, and one naming HEAD
+/// only HEAD.
+#[test]
+fn a_rule_naming_get_governs_head_and_one_naming_head_governs_only_head() {
+    let r = rules(&[
+        (Allow, "* api.test/**"),
+        (Deny, "GET api.test/admin/export"),
+        (Ask, "GET api.test/admin/asked"),
+        (Deny, "HEAD api.test/probe"),
+    ]);
+    let d = |m, t| decide(&r, "api.test", m, t);
+    assert_eq!(d("HEAD", "/admin/export"), Some(Outcome::Deny));
+    assert_eq!(d("head", "/admin/export"), Some(Outcome::Deny));
+    assert_eq!(d("HEAD", "/admin/asked"), Some(Outcome::Ask));
+    assert_eq!(d("GET", "/probe"), Some(Outcome::Allow));
+    assert_eq!(d("HEAD", "/probe"), Some(Outcome::Deny));
+    let r = rules(&[(Allow, "GET api.test/**"), (Allow, "HEAD api.test/h")]);
+    let d = |m, t| decide(&r, "api.test", m, t);
+    assert_eq!(d("HEAD", "/x"), Some(Outcome::Allow));
+    assert_eq!(d("GET", "/h"), Some(Outcome::Allow));
+    assert_eq!(d("POST", "/x"), Some(Outcome::NoRule));
+    let r = rules(&[(Allow, "HEAD api.test/**")]);
+    assert_eq!(decide(&r, "api.test", "GET", "/x"), Some(Outcome::NoRule));
+}

@@ -6,10 +6,12 @@
 //! most refused of these methods. Reading only: what the body holds comes
 //! from the terminator's bounded read, never from here.
 
-use crate::requests::field_values_by;
+use crate::requests::{field_values_by, keys};
 
 /// Headers by which a client asks a server to take a request as another
-/// method.
+/// method. A CGI server (PHP's, Rack's `HTTP_*` variables) names a header
+/// by its name upper-cased with `-` made `_`, so each is read in any case
+/// and with `_` for any `-` (`X_HTTP_METHOD_OVERRIDE`).
 const METHOD_OVERRIDES: &[&str] = &[
     "x-http-method-override",
     "x-http-method",
@@ -30,28 +32,38 @@ const FIELDS: &[&str] = &[
 const NEEDLE: &str = "method";
 
 /// Whether `key` (decoded) names another method as some server reads
-/// it: any case, and as PHP names its request variables (leading spaces
-/// dropped, then ` `, `.` and an open `[` made `_`: `.method` and
-/// `[method` are `_method` to Laravel and Symfony).
+/// it: any case (`keys::same`), and as PHP names its request variables
+/// (`keys::php_name`: leading spaces dropped, ` ` and `.` made `_`, an
+/// unclosed `[` too: `.method` and `[method` are `_method` to Laravel and
+/// Symfony). An array (`_method[]`) is no method to any of them.
 fn is_field(key: &str) -> bool {
-    let php: String = key
-        .trim_start_matches(' ')
-        .chars()
-        .map(|c| if matches!(c, ' ' | '.' | '[') { '_' } else { c })
-        .collect();
+    let php = keys::php_name(key).filter(|(_, array)| !array);
     FIELDS
         .iter()
-        .any(|f| key.eq_ignore_ascii_case(f) || php.eq_ignore_ascii_case(f))
+        .any(|f| keys::same(key, f) || php.as_ref().is_some_and(|(name, _)| keys::same(name, f)))
+}
+
+/// Whether a header named `name` is a method override as a CGI server
+/// reads its name.
+fn is_override(name: &str) -> bool {
+    METHOD_OVERRIDES.iter().any(|h| {
+        name.len() == h.len()
+            && name
+                .bytes()
+                .zip(h.bytes())
+                .all(|(n, h)| n.eq_ignore_ascii_case(&h) || (n == b'_' && h == b'-'))
+    })
 }
 
 /// `parts`'s own method, then each other one its headers and query ask it
 /// to be taken as (upper-cased, each once).
 pub(super) fn named(parts: &http::request::Parts) -> Vec<String> {
     let mut out = vec![parts.method.as_str().to_string()];
-    let headers = METHOD_OVERRIDES
+    let headers = parts
+        .headers
         .iter()
-        .flat_map(|h| parts.headers.get_all(*h).iter())
-        .filter_map(|v| v.to_str().ok())
+        .filter(|(name, _)| is_override(name.as_str()))
+        .filter_map(|(_, v)| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::to_string);
     let query = field_values_by(parts.uri.query().unwrap_or(""), NEEDLE, is_field);
@@ -352,6 +364,24 @@ mod tests {
                 .unwrap(),
         );
         assert_eq!(named(&p), ["POST", "PATCH", "DELETE", "PUT"]);
+    }
+
+    /// CGI servers (PHP's, Rack's `HTTP_*`) name a header by its name
+    /// upper-cased with `-` made `_`: `X_HTTP_METHOD_OVERRIDE` is the same
+    /// variable as `X-HTTP-Method-Override` there.
+    #[test]
+    fn an_override_header_is_read_with_underscores_for_hyphens_as_cgi_reads_it() {
+        let p = parts(
+            http::Request::post("/x")
+                .header("X_HTTP_METHOD_OVERRIDE", "DELETE")
+                .header("x_http-method", "put")
+                .header("X-Method_Override", "PATCH")
+                .header("x_http_method_overrides", "TRACE")
+                .header("x-http-methodoverride", "CONNECT")
+                .body(())
+                .unwrap(),
+        );
+        assert_eq!(named(&p), ["POST", "DELETE", "PUT", "PATCH"]);
     }
 
     #[test]
