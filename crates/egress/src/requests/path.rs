@@ -14,9 +14,13 @@
 //! and spaces (which servers on Windows file systems ignore) are read
 //! kept and trimmed; to refuse, the last segment's format suffix
 //! (`hooks.json`, which Rails and Spring route as `hooks`) is read kept
-//! and dropped. A path whose readings would put a dot segment where the
-//! normalised path has none (`a%2F..%2Fb`) is refused: resolving it is
-//! the server's choice. Letters are compared as written to allow and
+//! and dropped. A segment that a reading leaves empty (`;x`, `%3B`,
+//! `%20`, the nothing between `%2F%2F`) is collapsed in that reading as
+//! `//` is in the normalised path: Tomcat and Spring cut parameters and
+//! then merge the slashes, routing `/ok/;x/secret` as `/ok/secret`; only
+//! a last segment stays, empty, as the trailing slash it is. A path
+//! whose readings would put a dot segment where the normalised path has
+//! none (`a%2F..%2Fb`) is refused: resolving it is the server's choice. Letters are compared as written to allow and
 //! without case to deny (servers that ignore case exist, such as forges'
 //! owner names).
 
@@ -32,6 +36,7 @@ pub struct Ambiguous(pub String);
 /// stands.
 pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
     let plain: Vec<String> = path.split('/').skip(1).map(str::to_string).collect();
+    let plain = collapsed(plain);
     let mut out = vec![plain.clone()];
     let upper = path.to_ascii_uppercase();
     if upper.contains("%2F") || upper.contains("%5C") {
@@ -39,14 +44,17 @@ pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
         if split.iter().any(|s| s == "." || s == "..") {
             return Err(Ambiguous(path.to_string()));
         }
-        out.push(split);
+        let split = collapsed(split);
+        if !out.contains(&split) {
+            out.push(split);
+        }
     }
     // Each further reading is taken of every reading before it: a server
     // may drop parameters and trim a segment both.
     for reading in [without_params as fn(&str) -> String, trimmed] {
         let more: Vec<Vec<String>> = out
             .iter()
-            .map(|r| r.iter().map(|s| reading(s)).collect::<Vec<String>>())
+            .map(|r| collapsed(r.iter().map(|s| reading(s)).collect::<Vec<String>>()))
             .filter(|r| !out.contains(r))
             .collect();
         for r in more {
@@ -56,6 +64,27 @@ pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
         }
     }
     Ok(out)
+}
+
+/// `segments` with every empty one but the last dropped: how servers
+/// that merge `//` read a segment that a reading left empty (Tomcat's
+/// `CoyoteAdapter.normalize` and Spring's `UrlPathHelper` cut
+/// `;parameters` first, then merge; a server on a file system that trims
+/// `a%20` reads `/x/%20/y` as `/x//y`). The last one stays, empty: it is
+/// the trailing slash (`/x/;` is `/x/`), which refusing rules read both
+/// ways already; a path left with no segment is the root.
+fn collapsed(segments: Vec<String>) -> Vec<String> {
+    let n = segments.len();
+    if !segments[..n.saturating_sub(1)].iter().any(String::is_empty) {
+        return segments;
+    }
+    let mut out: Vec<String> = Vec::with_capacity(n);
+    for (k, s) in segments.into_iter().enumerate() {
+        if !s.is_empty() || k + 1 == n {
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// `readings` and, for a rule that refuses (deny, ask), each of them with
@@ -314,6 +343,121 @@ mod tests {
         let r = readings("/r.git/git-receive-pack;x=1").unwrap();
         assert_eq!(r[1], segs("/r.git/git-receive-pack"));
         assert_eq!(readings("/a/b").unwrap().len(), 1);
+    }
+
+    /// `raw` as the terminator reads it (normalised; `None` when it
+    /// refuses the path) and as a refusing rule then reads it.
+    fn read_to_refuse(raw: &str) -> Option<Vec<Vec<String>>> {
+        let path = crate::secrets::normalise_path(raw, false).ok()?;
+        Some(refusal_readings(&readings(&path).ok()?))
+    }
+
+    fn refused_by(pattern: &str, raw: &str) -> bool {
+        let pat = warden_policy::requests::pattern(pattern).unwrap();
+        read_to_refuse(raw).is_none_or(|rs| rs.iter().any(|r| matches_either_slash(&pat, r, true)))
+    }
+
+    #[test]
+    fn a_segment_that_a_reading_leaves_empty_is_collapsed_as_a_double_slash_is() {
+        for raw in [
+            // Only parameters, the `;` plain or encoded in either case.
+            "/ok/;x/secret/y",
+            "/ok/;/secret/y",
+            "/ok/;x;y=1/secret/y",
+            "/ok/%3B/secret/y",
+            "/ok/%3b/secret/y",
+            "/ok/%3Bx/secret/y",
+            // Only spaces, or spaces and dots after a name-less start.
+            "/ok/%20/secret/y",
+            "/ok/%20%20/secret/y",
+            "/ok/%20./secret/y",
+            "/ok/%20;x/secret/y",
+            // Several in a row, and one before the first named segment.
+            "/ok/;/%20/;x/secret/y",
+            "/;/ok/secret/y",
+            "/%20/ok/secret/y",
+            // An encoded slash or backslash that a server decodes into a
+            // separator, alone or next to another.
+            "/ok/%2F/secret/y",
+            "/ok/%2f%2F/secret/y",
+            "/ok%2F/secret/y",
+            "/ok/%2Fsecret/y",
+            "/ok/%5C/secret/y",
+            "/ok/%5c;x/secret/y",
+            // A trailing `;` on the last segment, and a last segment of
+            // parameters only: the trailing slash it is.
+            "/ok/secret;",
+            "/ok/secret%3B",
+            "/ok/secret/;",
+            "/ok/secret/;x",
+            "/ok/secret/%20",
+        ] {
+            assert!(
+                refused_by("/ok/secret/**", raw),
+                "{raw}: {:?}",
+                read_to_refuse(raw)
+            );
+        }
+        // The reviewer's paths for a deny rule with stars before its
+        // fixed part.
+        for raw in [
+            "/repos/acme/w/;/hooks",
+            "/repos/acme/w/%20/hooks",
+            "/repos/acme/w/;x/hooks/1",
+            "/repos/acme;x/w/%3B/hooks",
+        ] {
+            assert!(refused_by("/repos/*/*/hooks/**", raw), "{raw}");
+        }
+        // A rule for the bare path: a last segment left empty is its
+        // trailing slash.
+        for raw in ["/ok;", "/ok/;", "/ok/%20", "/ok/;x/", "/ok/%3B;/"] {
+            assert!(refused_by("/ok", raw), "{raw}: {:?}", read_to_refuse(raw));
+        }
+        // Never more than the segments a server could read.
+        assert!(!refused_by("/ok/secret/**", "/ok/x;/secret/y"));
+        assert!(!refused_by("/ok/secret/**", "/ok/x%20/y/secret"));
+    }
+
+    #[test]
+    fn a_segment_left_empty_is_read_collapsed_to_allow_too() {
+        let r = readings("/ok/;x/y").unwrap();
+        assert_eq!(r[0], segs("/ok/;x/y"));
+        assert!(r.contains(&segs("/ok/y")), "{r:?}");
+        let allow = warden_policy::requests::pattern("/ok/*/y").unwrap();
+        assert!(
+            !r.iter().all(|s| matches(&allow, s, false)),
+            "a rule for a segment between never allows a path a server reads without one"
+        );
+        assert_eq!(readings("/").unwrap(), vec![segs("/")]);
+        assert_eq!(readings("/;").unwrap(), vec![segs("/;"), segs("/")]);
+        assert_eq!(readings("/a/b/").unwrap(), vec![segs("/a/b/")]);
+    }
+
+    #[test]
+    fn a_separator_or_dot_segment_a_reading_could_make_is_refused_outright() {
+        for raw in [
+            "/ok/\\/secret/y",
+            "/ok/\tx/secret/y",
+            "/ok/%09/secret/y",
+            "/ok/x%09/secret/y",
+            "/ok/%00/secret/y",
+            "/ok/%0A/secret/y",
+            "/ok/%7F/secret/y",
+            "/ok/.%20/secret/y",
+            "/ok/%2E%20/secret/y",
+            "/ok/..%20/secret/y",
+            "/ok/.;x/secret/y",
+            "/ok/..%3B/secret/y",
+            "/ok/.../secret/y",
+            "/ok/.%20;x/secret/y",
+        ] {
+            assert_eq!(read_to_refuse(raw), None, "{raw}");
+        }
+        // Dot segments behind an encoded slash, once decoded.
+        for raw in ["/ok/%2F..%2Fsecret", "/ok/x%5C.%5Csecret"] {
+            let path = crate::secrets::normalise_path(raw, false).unwrap();
+            assert!(readings(&path).is_err(), "{raw}");
+        }
     }
 
     #[test]

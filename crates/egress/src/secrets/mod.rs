@@ -338,7 +338,24 @@ impl Terminator {
     /// rules and none matches.
     fn rule_denies(&self, name: &str, port: u16, method: &str, path: &str) -> Option<String> {
         let rules: Vec<&SecretRule> = self.rules.iter().filter(|r| r.is_for(name, port)).collect();
-        if rules.is_empty() || rules.iter().any(|r| r.allows(method, path)) {
+        if rules.is_empty() {
+            return None;
+        }
+        // The path under every way a server may read it (request rules'
+        // readings: `;parameters` dropped, trailing dots and spaces
+        // trimmed, a segment either leaves empty collapsed): a rule lets
+        // the secret go only if it allows each, so `/v1/;/models` never
+        // takes it to the `/v1/models` Tomcat routes it to when only
+        // `/v1/*/models` is allowed. A path that cannot be read one way
+        // is allowed by none.
+        let read: Vec<String> = crate::requests::path::readings(path)
+            .map(|rs| rs.iter().map(|r| format!("/{}", r.join("/"))).collect())
+            .unwrap_or_default();
+        if !read.is_empty()
+            && rules
+                .iter()
+                .any(|r| read.iter().all(|p| r.allows(method, p)))
+        {
             return None;
         }
         let list: Vec<&str> = rules.iter().map(|r| r.source.as_str()).collect();
@@ -399,6 +416,31 @@ impl Terminator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_rule_allows_a_path_only_under_every_reading_a_server_may_make_of_it() {
+        let rule = SecretRule::parse("GET api.test/v1/*/models").unwrap();
+        let t = Terminator::new(Vec::new(), &[])
+            .unwrap()
+            .with_rules(vec![rule]);
+        let denies = |p: &str| t.rule_denies("api.test", 443, "GET", p).is_some();
+        assert!(!denies("/v1/acme/models"));
+        assert!(!denies("/v1/acme;x/models"));
+        for p in [
+            "/v1/;/models",
+            "/v1/;x/models",
+            "/v1/%3B/models",
+            "/v1/%20/models",
+            "/v1/%20;x/models",
+        ] {
+            assert!(denies(p), "{p}");
+        }
+        // A host without rules: nothing to deny.
+        assert!(Terminator::new(Vec::new(), &[])
+            .unwrap()
+            .rule_denies("api.test", 443, "GET", "/v1/;/models")
+            .is_none());
+    }
 
     #[test]
     fn a_placeholder_is_unmistakable_and_unique() {
