@@ -217,8 +217,8 @@ reasons! {
     NoRequestRule => "no_request_rule", AllowRequest, "The name has request rules and none of them allows the request.";
     RequestNotAsked => "request_not_asked", -, "A request rule asks about the request, and there is no terminal or approvals desk to ask on.";
     RequestAskedOnce => "request_asked_once", AllowRequest, "A person allowed this one request when an ask rule asked about it.";
-    RequestAskedForRun => "request_asked_for_run", AllowRequest, "A person allowed this method and path for the rest of the run when an ask rule asked.";
-    RequestAskedAlways => "request_asked_always", AllowRequest, "The owner allowed this method and path when asked: for the rest of the run, and proposed at its end as a request rule.";
+    RequestAskedForRun => "request_asked_for_run", AllowRequest, "A person allowed this request (its method, path, and the JSON-RPC calls and query values asked about) for the rest of the run when an ask rule asked.";
+    RequestAskedAlways => "request_asked_always", AllowRequest, "The owner allowed this request (its method, path, and the JSON-RPC calls and query values asked about) when asked: for the rest of the run, and kept (or proposed at its end) as the request rule stating it.";
     RequestDeniedWhenAsked => "request_denied_when_asked", AllowRequest, "A person denied the request when an ask rule asked about it, or no answer came in time.";
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     CredentialInRequest => "credential_in_request", -, "A request's header, path or query on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";

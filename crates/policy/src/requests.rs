@@ -203,14 +203,19 @@ impl RequestRule {
     }
 
     /// Whether the rule matches one method, one host (no subdomains) and
-    /// one path, with no wildcard, query condition or JSON-RPC method:
-    /// the only shape a rule made from a request (a grant) may have.
+    /// one path, with no wildcard, each query condition a key with one
+    /// value and each JSON-RPC method one label, none with a star: the
+    /// only shape a rule made from a request (a grant, which states the
+    /// values and calls it was asked about) may have.
     pub fn is_literal(&self) -> bool {
         matches!(self.methods.as_slice(), [m] if is_method(m))
             && !self.domain.subdomains
             && matches!(self.paths.as_slice(), [p] if !has_wildcard(p))
-            && self.query.is_empty()
-            && self.rpc.is_empty()
+            && self
+                .query
+                .iter()
+                .all(|c| !c.key.contains('*') && c.value.as_ref().is_some_and(|v| !v.contains('*')))
+            && self.rpc.iter().all(|m| !m.contains('*'))
     }
 
     /// Whether the rule is for `name` on `port`.
@@ -453,10 +458,19 @@ mod tests {
             "GET forge.test/issues/**",
             "GET forge.test/issues/\\**",
             "GET forge.test",
-            "GET forge.test/issues?x=1",
-            "POST forge.test/mcp rpc:tools/list",
+            "GET forge.test/issues?x",
+            "GET forge.test/issues?x=a*",
+            "POST forge.test/mcp rpc:tools/*",
+            "POST forge.test/mcp rpc:tools/call:\\*",
         ] {
             assert!(!r(wide).is_literal(), "{wide}");
+        }
+        for stated in [
+            "GET forge.test/issues?x=1",
+            "POST forge.test/mcp rpc:tools/list",
+            "POST forge.test/mcp?a=b rpc:tools/call:search,tools/list",
+        ] {
+            assert!(r(stated).is_literal(), "{stated}");
         }
         assert_eq!(literal_path("/a/**/*b"), "/a/\\*\\*/\\*b");
         assert!(!has_wildcard(&literal_path("/a/**/*b")));

@@ -450,13 +450,15 @@ impl Desk {
                 printable(&q.name)
             ),
             // A request of an allowed name, held by an ask rule: what the
-            // sandbox chose (its method and path) is shown printable only.
+            // sandbox chose (its method, path and JSON-RPC calls) is shown
+            // printable only.
             (Some(r), None) => format!(
                 "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a request an ask rule holds \
                  (the sandbox's output is held until you answer)\r\n\
                  rule: {}\r\n\
-                 answers: once, run (this method and path for the rest of the run), \
-                 always (this run, and its request rule listed when the run ends), deny, never (deny all)\r\n\
+                 answers: once, run (this same request, its JSON-RPC call and query values asked about, \
+                 for the rest of the run), always (this run, and its request rule listed when the run ends), \
+                 deny, never (deny all)\r\n\
                  allow {} on {}:{} ? type an answer, then Enter: ",
                 printable(&r.rule),
                 printable(&r.line()),

@@ -115,7 +115,8 @@ pub fn approvals(
     }
     let now = warden_runtime::state::now_ms();
     for q in pending {
-        // A request an ask rule holds: its method and path after the name.
+        // A request an ask rule holds: its method, path and JSON-RPC calls
+        // after the name.
         let request = q
             .request
             .as_deref()

@@ -272,6 +272,7 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 
 mod api;
 mod ask;
+mod ask_scope;
 mod elicit;
 mod evasion;
 mod git;

@@ -183,7 +183,7 @@ fn question_text(q: &crate::api::Approval) -> String {
             q.sandbox
         ),
         Some(r) => format!(
-            "Sandbox {} wants to send {} to {name}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path)",
+            "Sandbox {} wants to send {} to {name}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path with the JSON-RPC call and query values asked about, and nothing else)",
             q.sandbox, printable_name(r), q.port
         ),
         None => format!(

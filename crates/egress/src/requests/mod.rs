@@ -16,25 +16,47 @@
 pub(crate) mod keys;
 pub(crate) mod path;
 mod rpc;
+mod scope;
 
 pub use path::Ambiguous;
 pub use rpc::{labels as rpc_labels, MAX_RPC_BODY};
+pub use scope::AskScope;
 pub use warden_policy::requests::{QueryCondition, RequestAction, RequestRule, RuleError};
 
 /// A request an ask rule holds, as the person asked about it sees it:
-/// its method, its path with the query's values redacted, and the rule
-/// that asks (as written).
+/// its method, its path with the query's values redacted, the JSON-RPC
+/// call of each message asked about, and the rule that asks (as written).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AskedRequest {
     pub method: String,
     pub target: String,
     pub rule: String,
+    /// The label of each JSON-RPC message asked about (see [`AskScope`]).
+    pub rpc: Vec<String>,
+    /// Its body was to be read for JSON-RPC calls and could not be.
+    pub unread_body: bool,
 }
 
 impl AskedRequest {
-    /// `METHOD target`, what a desk shows and what one answer covers.
+    /// `METHOD target (JSON-RPC "tools/call:search")`, what a desk shows
+    /// and what one answer covers. Each label is quoted (it is the
+    /// sandbox's text: a tool named `a", "b` reads as one).
     pub fn line(&self) -> String {
-        format!("{} {}", self.method, self.target)
+        format!("{} {}{}", self.method, self.target, self.calls())
+    }
+
+    /// What follows the target in [`AskedRequest::line`]: the JSON-RPC
+    /// calls asked about, or that the body could not be read for them.
+    pub fn calls(&self) -> String {
+        let mut out = String::new();
+        if !self.rpc.is_empty() {
+            let calls: Vec<String> = self.rpc.iter().map(|l| format!("{l:?}")).collect();
+            out.push_str(&format!(" (JSON-RPC {})", calls.join(", ")));
+        }
+        if self.unread_body {
+            out.push_str(" (a body that cannot be read as JSON-RPC)");
+        }
+        out
     }
 }
 
@@ -89,6 +111,8 @@ pub struct Verdict {
     pub outcome: Outcome,
     pub rule: Option<String>,
     pub why: String,
+    /// For [`Outcome::Ask`]: what the ask is about.
+    pub scope: Option<AskScope>,
 }
 
 /// The request rules of one sandbox.
@@ -114,21 +138,18 @@ impl RequestRules {
         self.rules.is_empty()
     }
 
-    /// The granted rule (see [`GRANTED`]) that allows `req`, if one does:
-    /// a request a person answered "always" about in an earlier run goes
-    /// without asking, though the ask rule still matches it.
-    pub fn granted(&self, req: &Request<'_>) -> Option<String> {
-        let granted: Vec<RequestRule> = self
-            .rules
+    /// The granted rule (see [`GRANTED`]) that states exactly `scope`, if
+    /// one does: a request a person answered "always" about in an earlier
+    /// run goes without asking, though the ask rule still matches it. A
+    /// grant is the very scope asked about, never a rule that merely
+    /// matches the request: one kept without the JSON-RPC call or query
+    /// value asked about (as an older warden kept it) covers none.
+    pub fn granted(&self, scope: &AskScope) -> Option<String> {
+        self.rules
             .iter()
             .filter(|r| r.action == RequestAction::Allow && r.source.ends_with(GRANTED))
-            .cloned()
-            .collect();
-        if granted.is_empty() {
-            return None;
-        }
-        let v = RequestRules::new(granted).decide(req);
-        (v.outcome == Outcome::Allow).then_some(v.rule).flatten()
+            .find(|r| scope.is(r))
+            .map(|r| r.source.clone())
     }
 
     /// Whether some rule asks (a person is then needed to answer).
@@ -196,6 +217,7 @@ impl RequestRules {
                     outcome: Outcome::Ambiguous,
                     rule: None,
                     why: format!("refused: {e}"),
+                    scope: None,
                 }
             }
         };
@@ -212,6 +234,8 @@ impl RequestRules {
             _ => vec![None],
         };
         let mut worst: Option<(Outcome, Option<&RequestRule>, Option<&str>)> = None;
+        // Each message an ask rule holds, and the rule: what an ask is about.
+        let mut asked: Vec<(Option<&str>, &RequestRule)> = Vec::new();
         for unit in units {
             let hit = |action: RequestAction, mode: Mode| {
                 ruled.iter().copied().find(|r| {
@@ -231,6 +255,9 @@ impl RequestRules {
             } else {
                 (Outcome::NoRule, None)
             };
+            if let (Outcome::Ask, Some(r)) = (&outcome, rule) {
+                asked.push((unit, r));
+            }
             if worst
                 .as_ref()
                 .is_none_or(|(w, _, _)| rank(&outcome) > rank(w))
@@ -251,10 +278,12 @@ impl RequestRules {
             }
             _ => format!("no request rule for {} allows {what}", req.name),
         };
+        let scope = (outcome == Outcome::Ask).then(|| AskScope::of(req, &asked, &queries));
         Verdict {
             outcome,
             rule: rule.map(|r| r.source.clone()),
             why,
+            scope,
         }
     }
 }

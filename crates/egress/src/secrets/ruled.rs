@@ -194,9 +194,19 @@ async fn settle(
     }
     let mut settled: Option<(Cause, Option<String>, String)> = None;
     for (m, v) in verdicts.iter().filter(|(_, v)| v.outcome == Outcome::Ask) {
-        let asked = Request { method: m, ..*req };
-        // Answered "always" in an earlier run of the project.
-        if let Some(granted) = term.request_rules.granted(&asked) {
+        // An ask always says what it is about; were it not to, nothing
+        // could be asked, and the request is refused.
+        let Some(scope) = &v.scope else {
+            return (
+                false,
+                Cause::new(Reason::RequestNotAsked),
+                v.rule.clone(),
+                v.why.clone(),
+            );
+        };
+        // Answered "always" in an earlier run of the project: the grant
+        // states this very scope (the same call, the same values).
+        if let Some(granted) = term.request_rules.granted(scope) {
             let why = format!("answered always in an earlier run: {}", v.why);
             settled = Some((
                 Cause::new(Reason::RequestAllowed),
@@ -206,7 +216,7 @@ async fn settle(
             continue;
         }
         let rule = v.rule.clone().unwrap_or_default();
-        match ask::ask(term, (name, port), m, (path, req.query), &rule).await {
+        match ask::ask(term, scope, req.query, &rule).await {
             ask::Asked::Allowed(cause, recorded) => {
                 settled = Some((cause, Some(recorded), as_method(m, v.why.clone())));
             }

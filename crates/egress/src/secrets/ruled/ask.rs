@@ -2,17 +2,20 @@
 //! asker (the same desk as names: the terminal of `warden run`, or a
 //! named sandbox's approvals over its control socket and the daemon's
 //! API). The request waits for the answer; nothing of it has gone
-//! upstream. "once" lets this request go; "run" (and a caller's
-//! "always") lets this method and path go for the rest of the run;
-//! the owner's "always" does too, and is recorded so that the run's
-//! grants keep it as a request rule; "deny", no answer in time, or no
-//! one to ask refuse it. It never decides which requests are asked
-//! about (the rules do).
+//! upstream. The question shows everything the request was decided on
+//! (its [`AskScope`]: method, path, the query keys the rule looked at,
+//! each JSON-RPC call asked about). "once" lets this request go; "run"
+//! (and a caller's "always") lets that same scope go for the rest of the
+//! run (the same tool, the same query values: another tool is asked
+//! about again); the owner's "always" does too, and is recorded so that
+//! the run's grants keep the rule stating that scope; "deny", no answer
+//! in time, or no one to ask refuse it. It never decides which requests
+//! are asked about (the rules do).
 
 use super::super::Terminator;
 use crate::ask::{Answer, Question};
 use crate::decision::{Cause, Reason};
-use crate::requests::{redacted, AskedRequest};
+use crate::requests::{redacted, AskScope, AskedRequest};
 use warden_policy::trust::Trust;
 
 /// The rule recorded for a request the owner allowed "always": the
@@ -27,11 +30,13 @@ pub(in crate::secrets) enum Asked {
     Refused(Cause, String),
 }
 
-/// The method and path a grant for the run covers, on `name:port`.
-pub(in crate::secrets) type Grant = (String, String, u16, String);
+/// What a grant for the run covers: one scope asked about.
+pub(in crate::secrets) type Grant = AskScope;
 
 /// The request rule that allows `method` to `path` on `name:port` and
-/// nothing else: what "always" keeps, and what a refusal proposes. Every
+/// nothing else: what a refusal proposes (what "always" keeps is its
+/// scope's, [`AskScope::entry`], which also states the query values and
+/// JSON-RPC calls asked about). Every
 /// part of it is the sandbox's own text, so none of it may be read back
 /// as rule syntax: a `*` of the path is written `\*`, and a request that
 /// cannot be written as a rule matching it alone (a method that is not a
@@ -49,7 +54,9 @@ pub fn entry_for(method: &str, name: &str, port: u16, path: &str) -> Option<Stri
         && rule.methods == [method]
         && rule.domain.name == name
         && rule.domain.allows_port(port)
-        && rule.paths == [literal_path(path)];
+        && rule.paths == [literal_path(path)]
+        && rule.query.is_empty()
+        && rule.rpc.is_empty();
     same.then_some(entry)
 }
 
@@ -61,23 +68,34 @@ fn cause(reason: Reason, entry: &Option<String>) -> Cause {
     }
 }
 
-/// Put `method path?query` on `name:port`, which the ask rule `rule`
-/// holds, to the sandbox's asker.
+/// Put the request `scope` states (whose query as sent is `query`), which
+/// the ask rule `rule` holds, to the sandbox's asker. The question shows
+/// all of the scope (its query's values redacted); an answer for the run
+/// or for good covers that scope and nothing else.
 pub(in crate::secrets) async fn ask(
     term: &Terminator,
-    (name, port): (&str, u16),
-    method: &str,
-    (path, query): (&str, Option<&str>),
+    scope: &AskScope,
+    query: Option<&str>,
     rule: &str,
 ) -> Asked {
-    let key: Grant = (method.to_string(), name.to_string(), port, path.to_string());
-    let entry = entry_for(method, name, port, path);
-    let what = format!("{method} {name}{}", redacted(path, query));
-    let granted = term.granted_requests.lock().is_ok_and(|g| g.contains(&key));
+    let (method, name) = (scope.method.as_str(), scope.name.as_str());
+    let entry = scope.entry();
+    let request = AskedRequest {
+        method: method.to_string(),
+        target: redacted(&scope.path, query),
+        rule: rule.to_string(),
+        rpc: scope.rpc.clone(),
+        unread_body: scope.unread_body,
+    };
+    let what = format!("{method} {name}{}{}", request.target, request.calls());
+    let granted = term
+        .granted_requests
+        .lock()
+        .is_ok_and(|g| g.contains(scope));
     if granted {
         return Asked::Allowed(
             cause(Reason::RequestAskedForRun, &entry),
-            format!("asked: {method} {name}{path} allowed for this run"),
+            format!("asked: {what} allowed for this run"),
         );
     }
     let Some(asker) = term.asker.clone() else {
@@ -89,55 +107,57 @@ pub(in crate::secrets) async fn ask(
     let question = Question {
         protocol: "request",
         name: name.to_string(),
-        port,
-        request: Some(AskedRequest {
-            method: method.to_string(),
-            target: redacted(path, query),
-            rule: rule.to_string(),
-        }),
+        port: scope.port,
+        request: Some(request),
     };
     let (answer, trust) = tokio::task::spawn_blocking(move || asker.ask_trusted(&question))
         .await
         .unwrap_or((Answer::Deny, Trust::Caller));
+    // An answer beyond "once" covers the scope for the run, when a scope
+    // can stand for more than this request.
     let grant = || {
-        if let Ok(mut g) = term.granted_requests.lock() {
-            g.insert(key.clone());
+        if !scope.repeatable() {
+            return false;
         }
+        if let Ok(mut g) = term.granted_requests.lock() {
+            g.insert(scope.clone());
+        }
+        true
     };
     match answer {
         Answer::Once => Asked::Allowed(
             cause(Reason::RequestAskedOnce, &entry),
             format!("asked: {what} allowed once"),
         ),
-        Answer::Always if trust == Trust::Owner => {
-            grant();
-            match entry {
-                Some(entry) => Asked::Allowed(
-                    Cause::with_entry(Reason::RequestAskedAlways, entry),
-                    ASKED_ALWAYS.to_string(),
-                ),
-                // Kept for good, it would be read as a wider rule (or as
-                // none): it goes for this run, and says why.
-                None => Asked::Allowed(
-                    Cause::new(Reason::RequestAskedForRun),
-                    format!(
-                        "asked: {method} {name}{path} allowed for this run; answered always, but not kept: no request rule allows exactly this method and path"
-                    ),
-                ),
-            }
-        }
-        // A caller's "always" is this run's only: the owner's grants
-        // never take a caller's word.
-        Answer::ForRun | Answer::Always | Answer::Learn => {
-            grant();
-            Asked::Allowed(
-                cause(Reason::RequestAskedForRun, &entry),
-                format!("asked: {method} {name}{path} allowed for this run"),
-            )
-        }
         Answer::Deny => Asked::Refused(
             cause(Reason::RequestDeniedWhenAsked, &entry),
             format!("{what} was denied when asked (or no answer came in time)"),
+        ),
+        // What its unread body calls, or which method it is taken as, no
+        // one can say: the answer lets this request go and covers no other.
+        _ if !grant() => Asked::Allowed(
+            Cause::new(Reason::RequestAskedOnce),
+            format!("asked: {what} allowed once; answered for more, but no other request can be known to be this one (its body or method was not read)"),
+        ),
+        Answer::Always if trust == Trust::Owner => match entry {
+            Some(entry) => Asked::Allowed(
+                Cause::with_entry(Reason::RequestAskedAlways, entry),
+                ASKED_ALWAYS.to_string(),
+            ),
+            // Kept for good, it would be read as a wider rule (or as
+            // none): it goes for this run, and says why.
+            None => Asked::Allowed(
+                Cause::new(Reason::RequestAskedForRun),
+                format!(
+                    "asked: {what} allowed for this run; answered always, but not kept: no request rule allows exactly this request"
+                ),
+            ),
+        },
+        // A caller's "always" is this run's only: the owner's grants
+        // never take a caller's word.
+        Answer::ForRun | Answer::Always | Answer::Learn => Asked::Allowed(
+            cause(Reason::RequestAskedForRun, &entry),
+            format!("asked: {what} allowed for this run"),
         ),
     }
 }

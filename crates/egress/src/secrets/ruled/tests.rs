@@ -451,3 +451,140 @@ async fn a_request_held_for_an_answer_stays_paid_for_until_it_is_answered_and_do
     }
     assert_eq!(pool.available_permits(), all, "all given back");
 }
+
+/// An asker that gives `answers` in turn (then "deny"), as the owner, and
+/// keeps each question's request line.
+struct Scripted {
+    answers: Mutex<std::collections::VecDeque<crate::ask::Answer>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    fn new(answers: &[crate::ask::Answer]) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            answers: Mutex::new(answers.iter().copied().collect()),
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl crate::ask::Asker for Scripted {
+    fn ask(&self, q: &crate::ask::Question) -> crate::ask::Answer {
+        let line = q.request.as_ref().map(|r| r.line()).unwrap_or_default();
+        self.asked.lock().unwrap().push(line);
+        let next = self.answers.lock().unwrap().pop_front();
+        next.unwrap_or(crate::ask::Answer::Deny)
+    }
+}
+
+/// A JSON-RPC tool call to `/mcp?n` (the query tells the upstream's
+/// record apart; no rule looks at it) on a connection of its own.
+fn tool_call(n: u32, tool: &str) -> String {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+    );
+    format!(
+        "POST /mcp?{n} HTTP/1.1\r\nHost: HOST\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The reviewer's attack, below the doors: "always" about one tool call
+/// an ask rule holds (`rpc:tools/call:*`) used to let every other tool of
+/// the same method and path through unasked (the grant was keyed on the
+/// method and path, and kept as `POST NAME/mcp`); the question never named
+/// the tool. Now the question names it, the grant is that call, and
+/// another tool is asked about again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_answer_about_one_tool_call_covers_that_call_and_another_tool_is_asked_again() {
+    use crate::ask::Answer;
+    let asker = Scripted::new(&[Answer::Always, Answer::Deny]);
+    let rig = rig_asking(
+        &[(
+            RequestAction::Ask,
+            "POST api.test:PORT/mcp rpc:tools/call:*",
+        )],
+        Some(asker.clone()),
+    )
+    .await;
+    assert!(rig
+        .raw(&tool_call(1, "search"))
+        .await
+        .starts_with("HTTP/1.1 200"));
+    assert!(rig
+        .raw(&tool_call(2, "search"))
+        .await
+        .starts_with("HTTP/1.1 200"));
+    let refused = rig.raw(&tool_call(3, "delete_repo")).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert_eq!(
+        asker.asked(),
+        [
+            "POST /mcp?1 (JSON-RPC \"tools/call:search\")",
+            "POST /mcp?3 (JSON-RPC \"tools/call:delete_repo\")"
+        ],
+        "the second search went by the answer, delete_repo was asked about"
+    );
+    assert_eq!(rig.seen(), ["POST /mcp?1", "POST /mcp?2"]);
+    let kept: Vec<String> = rig
+        .decisions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|d| d.rule.as_deref() == Some(super::ASKED_ALWAYS))
+        .filter_map(|d| d.reason.as_ref().and_then(|c| c.entry.clone()))
+        .collect();
+    assert_eq!(
+        kept,
+        [format!(
+            "POST api.test:{}/mcp rpc:tools/call:search",
+            rig.port
+        )],
+        "the rule kept states the call asked about"
+    );
+}
+
+/// The same for a query condition: "run" about `?action=read` covers
+/// that value (whatever else the query holds), not `action=delete`, nor
+/// a second `action` key a server may read instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_answer_about_a_query_value_covers_that_value_only() {
+    use crate::ask::Answer;
+    let asker = Scripted::new(&[Answer::ForRun]);
+    let rig = rig_asking(
+        &[(RequestAction::Ask, "GET api.test:PORT/ok?action=*")],
+        Some(asker.clone()),
+    )
+    .await;
+    let get = |q: &str| format!("GET /ok?{q} HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n");
+    for (q, status) in [
+        ("action=read", "200"),
+        ("action=read&page=2", "200"),
+        ("action=delete", "403"),
+        ("action=read&Action=delete", "403"),
+        ("action=read&action[]=delete", "403"),
+    ] {
+        let answer = rig.raw(&get(q)).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{q}: {answer}"
+        );
+    }
+    assert_eq!(
+        asker.asked(),
+        [
+            "GET /ok?action=…",
+            "GET /ok?action=…",
+            "GET /ok?action=…&Action=…",
+            "GET /ok?action=…&action[]=…"
+        ]
+    );
+    assert_eq!(
+        rig.seen(),
+        ["GET /ok?action=read", "GET /ok?action=read&page=2"]
+    );
+}

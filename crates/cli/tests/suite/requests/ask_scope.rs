@@ -1,0 +1,150 @@
+//! What one answer to an ask covers, through the real binary: a named
+//! sandbox whose ask rule holds every JSON-RPC tool call to a remote MCP
+//! endpoint (`rpc:tools/call:*`), answered through its approvals as the
+//! daemon's API answers. The question names the tool; "always" about one
+//! tool lets that tool through, in this run and the next, and every other
+//! tool is asked about again, never let through unasked.
+
+use crate::common::forge::{reach, Forge};
+use crate::common::*;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Every file below `dir` whose path holds `part`.
+fn files_under(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(files_under(&p, part));
+        } else if p.to_string_lossy().contains(part) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_tool_is_asked_again()
+{
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let port = up.port.to_string();
+    let state = TempDir::new("requests-ask-scope");
+    let w = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let create = || {
+        let mut args: Vec<String> = vec!["create".into(), "scoped".into()];
+        args.extend(reach(&ca, &port));
+        args.extend([
+            "--ask-request".into(),
+            format!("POST forge.test:{port}/mcp rpc:tools/call:*"),
+        ]);
+        ok(&w(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        ok(&w(&["start", "scoped"]));
+    };
+    // A tool call to `/mcp?n`: the query only tells the calls apart in
+    // the server's record (no rule looks at it).
+    let call = |n: u32, tool: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        );
+        Command::new(warden_bin())
+            .args(["exec", "scoped", "--", "curl", "-sS", "--noproxy", "*"])
+            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+            .args(["-H", "Content-Type: application/json", "--data", &body])
+            .arg(format!("https://forge.test:{port}/mcp?{n}"))
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let question = || -> serde_json::Value {
+        let mut q = serde_json::Value::Null;
+        wait_until("the question", Duration::from_secs(15), || {
+            let out = ok(&w(&["approvals", "--json"]));
+            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
+            !q.is_null()
+        });
+        q
+    };
+    let answered = |child: std::process::Child| {
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
+    };
+    create();
+    // Asked about search, with the tool named; answered always.
+    let first = call(1, "search");
+    let q = question();
+    assert_eq!(
+        q["request"].as_str(),
+        Some(r#"POST /mcp?1 (JSON-RPC "tools/call:search")"#),
+        "the question names the tool: {q}"
+    );
+    ok(&w(&[
+        "approvals",
+        q["id"].as_str().unwrap(),
+        "allow_always",
+    ]));
+    assert_eq!(answered(first), "200");
+    // Another tool of the same method and path: asked about, not let
+    // through on the answer about search.
+    let second = call(2, "delete_repo");
+    let q = question();
+    assert_eq!(
+        q["request"].as_str(),
+        Some(r#"POST /mcp?2 (JSON-RPC "tools/call:delete_repo")"#),
+        "{q}"
+    );
+    ok(&w(&["approvals", q["id"].as_str().unwrap(), "deny"]));
+    assert_eq!(answered(second), "403");
+    // Search again: by the answer, unasked.
+    assert_eq!(answered(call(3, "search")), "200");
+    // The grant kept states the call it was asked about.
+    let grants = files_under(&state.path().join("warden"), "grants");
+    let kept: String = grants
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    assert!(
+        kept.contains(&format!(
+            r#"allow_requests: ["POST forge.test:{port}/mcp rpc:tools/call:search"]"#
+        )),
+        "{grants:?}: {kept}"
+    );
+    ok(&w(&["stop", "--time", "1s", "scoped"]));
+    ok(&w(&["rm", "scoped"]));
+    // A later run of the same sandbox's workspace: search goes unasked
+    // (no question: unanswered, it would be refused), delete_repo is
+    // still asked about and refused when its time runs out.
+    create();
+    assert_eq!(answered(call(4, "search")), "200");
+    let fifth = call(5, "delete_repo");
+    let q = question();
+    assert!(
+        q["request"]
+            .as_str()
+            .is_some_and(|r| r.contains("delete_repo")),
+        "{q}"
+    );
+    assert_eq!(answered(fifth), "403");
+    let seen = up.requests();
+    let reached: Vec<&str> = seen
+        .iter()
+        .filter_map(|r| r.split_once("POST /mcp?").map(|(_, n)| n))
+        .collect();
+    assert_eq!(reached, ["1", "3", "4"], "{seen:?}");
+    ok(&w(&["stop", "--time", "1s", "scoped"]));
+}
