@@ -481,10 +481,23 @@ pub fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {
 /// The commands this daemon knows of, by id.
 pub type Table = Mutex<HashMap<String, Arc<ExecHandle>>>;
 
+/// Whether the sandbox whose state is in `dir` is still run by the
+/// supervisor of PID `pid`: its record names that PID, and the process of
+/// that PID is the one that started then. A PID alone could have been
+/// taken by any process since (the sandbox stopped and started, or gone,
+/// while no daemon watched), and a command of a gone supervisor, taken for
+/// running, would hold its place for good.
+fn supervised_by(dir: &Path, pid: u32) -> bool {
+    use warden_runtime::state;
+    state::read_json::<state::SupervisorRecord>(&dir.join(state::SUPERVISOR))
+        .is_ok_and(|rec| rec.pid == pid && state::alive(&rec))
+}
+
 /// Learn how an adopted command ended: from the sandbox's event log if it
 /// is there, else by following the supervisor until it is; `lease` (its
 /// place, restored from its record) is held until then.
 pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>, lease: Option<crate::leases::Lease>) {
+    let dir = sb.dir().to_path_buf();
     let log = sb.dir().join("audit.jsonl");
     let find = move |h: &ExecHandle| -> Option<Ended> {
         let text = std::fs::read_to_string(&log).ok()?;
@@ -522,8 +535,7 @@ pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>, lease: Option<crate::leas
             return;
         }
         // The supervisor that ran it is gone: so is the command.
-        let alive = warden_runtime::state::live_ticks(h.row.supervisor_pid).is_some();
-        if !alive {
+        if !supervised_by(&dir, h.row.supervisor_pid) {
             if let Some(e) = find(&h) {
                 h.finish(e);
             } else {
@@ -537,4 +549,42 @@ pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>, lease: Option<crate::leas
         }
         std::thread::sleep(Duration::from_millis(200));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(dir: &Path, pid: u32, start_ticks: u64) {
+        let rec = serde_json::json!({
+            "pid": pid, "start_ticks": start_ticks, "started_ms": 1, "cgroups": [],
+        });
+        std::fs::write(dir.join(warden_runtime::state::SUPERVISOR), rec.to_string()).unwrap();
+    }
+
+    #[test]
+    fn an_adopted_command_runs_only_while_the_supervisor_that_ran_it_does() {
+        let dir = std::env::temp_dir().join(format!("warden-supervised-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let me = std::process::id();
+        let ticks = warden_runtime::state::start_ticks(me).unwrap();
+        // No record: the sandbox stopped.
+        assert!(!supervised_by(&dir, me));
+        record(&dir, me, ticks);
+        assert!(supervised_by(&dir, me));
+        // Another supervisor runs the sandbox now (a stop and a start): the
+        // command's own is gone, even though a process has its PID.
+        let parent = std::os::unix::process::parent_id();
+        record(
+            &dir,
+            parent,
+            warden_runtime::state::start_ticks(parent).unwrap(),
+        );
+        assert!(!supervised_by(&dir, me));
+        // A reused PID: the process of that PID started at another time.
+        record(&dir, me, ticks + 1);
+        assert!(!supervised_by(&dir, me));
+        let _ = std::fs::remove_file(dir.join(warden_runtime::state::SUPERVISOR));
+        let _ = std::fs::remove_dir(&dir);
+    }
 }
