@@ -184,6 +184,14 @@ mod tests {
         ] {
             assert_eq!(labels(body.as_bytes()), None, "{body}");
         }
+        // A lone surrogate, which decoders replace, keep or refuse, is
+        // refused by serde: unreadable too.
+        for body in [
+            r#"{"method":"tools/list","\ud800":1}"#,
+            r#"{"method":"tools/call","params":{"name":"search\udc00"}}"#,
+        ] {
+            assert_eq!(labels(body.as_bytes()), None, "{body}");
+        }
         // A letter that folds to no ASCII one is another key altogether.
         assert_eq!(
             labels(
