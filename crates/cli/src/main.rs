@@ -6,23 +6,8 @@
 // libraries' (jail, egress, vm), each block with its reason.
 #![forbid(unsafe_code)]
 
-/// warden's own messages on stderr, which may have gone with the terminal
-/// (a closed window, a hung-up session): a message that cannot be written
-/// is dropped, never a panic that turns the run's status into 101. These
-/// shadow the standard macros throughout the crate.
-macro_rules! eprintln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-macro_rules! eprint {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
-    }};
-}
+#[macro_use]
+mod said;
 
 mod commands;
 mod logging;
