@@ -280,5 +280,7 @@ mod literal;
 mod mcp;
 mod readings;
 mod record;
+mod segments;
+mod shown;
 mod websocket;
 mod wire;
