@@ -138,6 +138,17 @@ impl StateOf {
     }
 }
 
+/// An owner's disk quota as a save asks it: `room(f)` calls `f` once with
+/// the bytes the quota has room for now, and holds whatever keeps that
+/// true (the daemon's quota lock) until `f` returns, so that what `f`
+/// lands is counted before anyone else asks.
+pub type Room<'a> = &'a dyn Fn(&mut dyn FnMut(u64));
+
+/// The room of an owner without a quota.
+pub fn unbounded(f: &mut dyn FnMut(u64)) {
+    f(u64::MAX)
+}
+
 /// Copy `from` into the new (never run) sandbox `to`: its layer replaced
 /// by a copy of `from`'s, and its home made a copy of `from`'s. Reflinks
 /// where the file system has them.
@@ -291,11 +302,13 @@ impl Saved {
 
     /// Save `state` (of sandbox `sb`, whose resolved spec is `spec`) as
     /// snapshot `name`, owned by `owner`. Bounded per owner in number and
-    /// bytes, and by `room()`, the bytes the owner's disk quota has room
-    /// for (`u64::MAX`: no quota), counted before the copy and again after
-    /// it, one save at a time (of any process: a lock file of the store),
-    /// so that saves made at once cannot each pass a bound the others
-    /// fill. The spec is written into the save's own temporary directory,
+    /// bytes, and by `room` ([`Room`]: the bytes the owner's disk quota
+    /// has room for), asked before the copy and asked again after it for
+    /// the last check, within which the snapshot lands; one save at a
+    /// time (of any process: a lock file of the store), so that saves
+    /// made at once cannot each pass a bound the others fill, and no
+    /// sandbox or copy reserved of the quota while this one copied is
+    /// missed by its last check. The spec is written into the save's own temporary directory,
     /// under the lock: no other save, of any owner or name, writes into
     /// what this one keeps.
     pub fn save(
@@ -305,7 +318,7 @@ impl Saved {
         sb: &Sandbox,
         state: &StateOf,
         spec: &[u8],
-        room: &dyn Fn() -> u64,
+        room: Room<'_>,
     ) -> Result<SavedInfo, SavedError> {
         validate_name("snapshot name", name)?;
         let space = self.space(owner).ok_or_else(|| {
@@ -345,14 +358,16 @@ impl Saved {
                 would: held + size,
             });
         }
-        let room = room();
-        let over_quota = |would: u64| SavedError::OverQuota {
+        let over_quota = |would: u64, room: u64| SavedError::OverQuota {
             owner: owner.to_string(),
             would,
             room,
         };
-        if size > room {
-            return Err(over_quota(size));
+        // A first look: a copy that cannot fit is not made.
+        let mut first = 0;
+        room(&mut |r| first = r);
+        if size > first {
+            return Err(over_quota(size, first));
         }
         let tmp = space.join(format!(".{name}.partial"));
         fsutil::remove_tree(&tmp)?;
@@ -411,11 +426,21 @@ impl Saved {
                     would: held + info.bytes,
                 });
             }
-            if info.bytes > room {
-                return Err(over_quota(info.bytes));
-            }
             crate::store::write_json(&tmp.join("meta.json"), &info)?;
-            fs::rename(&tmp, &dir).map_err(io_err("rename", &tmp))?;
+            // The last check and the landing, within one asking of the
+            // room (the daemon holds its quota lock meanwhile): what was
+            // copied against what the quota holds now, creates and
+            // copies reserved during the copy included. A room that
+            // never answers lands nothing.
+            let mut landed = None;
+            room(&mut |r| {
+                landed = Some(if info.bytes > r {
+                    Err(over_quota(info.bytes, r))
+                } else {
+                    fs::rename(&tmp, &dir).map_err(io_err("rename", &tmp))
+                });
+            });
+            landed.unwrap_or_else(|| Err(over_quota(info.bytes, 0)))?;
             Ok(info)
         })();
         if made.is_err() {
@@ -507,8 +532,8 @@ mod tests {
     use super::*;
     use crate::store::{CreateOptions, Store};
 
-    fn no_quota() -> u64 {
-        u64::MAX
+    fn no_quota(f: &mut dyn FnMut(u64)) {
+        f(u64::MAX)
     }
 
     fn setup(tag: &str) -> (PathBuf, Store, Sandbox) {
@@ -632,7 +657,7 @@ mod tests {
     fn a_snapshot_over_the_owners_quota_is_refused_and_leaves_nothing() {
         let (root, _store, sb) = setup("quota");
         let saved = Saved::open(&root.join("state")).unwrap();
-        let r = saved.save("big", "token:a", &sb, &StateOf::of(&sb), b"{}", &|| 10);
+        let r = saved.save("big", "token:a", &sb, &StateOf::of(&sb), b"{}", &|f| f(10));
         assert!(matches!(r, Err(SavedError::OverQuota { .. })), "{r:?}");
         assert!(saved.list("token:a").is_empty());
         let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
@@ -640,6 +665,41 @@ mod tests {
             .flatten()
             .collect();
         assert!(left.is_empty(), "{left:?}");
+        fsutil::remove_tree(&root).unwrap();
+    }
+
+    /// Before, the room was asked once, before the copy, and the copy
+    /// landed against that figure: a create or copy that reserved the
+    /// quota while this one copied was counted by neither. Now the last
+    /// check asks again, and lands within that asking.
+    #[test]
+    fn a_snapshot_whose_room_was_taken_during_its_copy_is_refused_at_its_landing() {
+        let (root, _store, sb) = setup("late");
+        let saved = Saved::open(&root.join("state")).unwrap();
+        let asked = std::cell::Cell::new(0);
+        // Room for it at the first look; taken by another by the time
+        // the copy is made.
+        let room = |f: &mut dyn FnMut(u64)| {
+            asked.set(asked.get() + 1);
+            f(if asked.get() == 1 { u64::MAX } else { 10 })
+        };
+        let r = saved.save("late", "token:a", &sb, &StateOf::of(&sb), b"{}", &room);
+        assert!(
+            matches!(r, Err(SavedError::OverQuota { room: 10, .. })),
+            "{r:?}"
+        );
+        assert_eq!(asked.get(), 2);
+        assert!(saved.list("token:a").is_empty());
+        let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // With room at the landing too, it lands.
+        let info = saved
+            .save("fits", "token:a", &sb, &StateOf::of(&sb), b"{}", &no_quota)
+            .unwrap();
+        assert_eq!(saved.list("token:a")[0].name, info.name);
         fsutil::remove_tree(&root).unwrap();
     }
 

@@ -1,6 +1,8 @@
 //! A token's snapshots against its bounds, under requests made at once:
 //! the number one owner may keep holds however many saves race, and
-//! what its snapshots hold counts against its disk quota.
+//! what its snapshots hold counts against its disk quota, whose last
+//! check of room each snapshot makes under the daemon's quota lock, where
+//! it lands.
 
 use crate::common::daemon::{
     api_token, call_on, calls_as, curl_available, json, Daemon, WORKER_SCOPES,
@@ -136,4 +138,83 @@ fn a_fork_raced_by_the_removal_of_its_source_is_made_whole_and_the_removal_waits
             );
         }
     }
+}
+
+/// Two snapshots asked at once of a token whose disk quota has room for
+/// one: one is made, the other refused (429 `quota`), and what the
+/// token's sandbox and snapshots hold never passes the quota. Each
+/// reserves its size under the quota lock before its copy, and makes its
+/// last check of room, and lands, under the same lock: neither can pass
+/// on a room the other has taken.
+#[test]
+fn two_snapshots_at_once_against_a_quota_with_room_for_one_make_one() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("snap-room");
+    let file = state.path().join("daemon.yaml");
+    // The sandbox's 64M budget, and 60M more: one 40 MiB snapshot fits,
+    // two do not.
+    std::fs::write(&file, "quotas:\n  disk: 124M\n").unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--config", file.to_str().unwrap()],
+        &[],
+    );
+    let token = api_token(&d, "roomy", WORKER_SCOPES, None);
+    let t = calls_as(&d, token);
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"src","spec":{"resources":{"disk":"64M"}}}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/src/exec",
+        Some(r#"{"shell":"head -c 41943040 /dev/urandom > /workspace/blob"}"#),
+    );
+    assert_eq!(s, 200, "{b}");
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ["one", "two"]
+            .into_iter()
+            .map(|name| {
+                let t = &t;
+                scope.spawn(move || {
+                    let body = format!(r#"{{"name":"{name}"}}"#);
+                    t("POST", "/v1/sandboxes/src/snapshots", Some(&body))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let made = answers.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(made, 1, "{answers:?}");
+    let (_, refusal) = answers.iter().find(|(s, _)| *s != 201).unwrap();
+    assert_eq!(json(refusal)["code"], "quota", "{answers:?}");
+    let (s, b) = t("GET", "/v1/snapshots", None);
+    assert_eq!(s, 200, "{b}");
+    let kept = json(&b)["snapshots"].as_array().unwrap().clone();
+    assert_eq!(kept.len(), 1, "{b}");
+    let bytes: u64 = kept.iter().filter_map(|k| k["bytes"].as_u64()).sum();
+    assert!(
+        (64u64 << 20) + bytes <= 124 << 20,
+        "the token holds {bytes} bytes of snapshots besides its 64M sandbox, past its 124M quota"
+    );
+    // What was refused left nothing half-made.
+    let partial = std::fs::read_dir(state.path().join("warden/saved"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|space| space.path().is_dir())
+        .flat_map(|space| {
+            std::fs::read_dir(space.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .count();
+    assert_eq!(partial, 0);
 }

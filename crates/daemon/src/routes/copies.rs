@@ -104,14 +104,31 @@ fn owner_of(caller: &Caller) -> Owner<'_> {
 }
 
 /// The bytes of disk the caller's quota has room for (the owner: no
-/// quota), asked when a copy is about to be made: what is free of it,
-/// and what this copy reserved of it already (`held`: counted in
-/// every other check meanwhile, [`crate::quota::reserve_tally`]).
-fn room_of<'a>(app: &'a App, caller: &'a Caller, held: u64) -> impl Fn() -> u64 + 'a {
-    move || match caller {
-        Caller::Owner => u64::MAX,
-        Caller::Token(t) => crate::quota::disk_room(app, t).saturating_add(held),
+/// quota), asked when a copy is about to be made and again when it
+/// lands: what is free of it, and what this copy reserved of it already
+/// (`held`: counted in every other check meanwhile,
+/// [`crate::quota::reserve_tally`]). Asked under [`App::quota_lock`],
+/// held until the asker's `f` returns: a snapshot's last check and its
+/// landing happen within it, so no create, fork or other copy reserves
+/// between them, and each of those counts the snapshot once it has
+/// landed ([`warden_workspace::saved::Room`]).
+fn room_of<'a>(app: &'a App, caller: &'a Caller, held: u64) -> impl Fn(&mut dyn FnMut(u64)) + 'a {
+    move |f: &mut dyn FnMut(u64)| match caller {
+        Caller::Owner => f(u64::MAX),
+        Caller::Token(t) => {
+            let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
+            f(crate::quota::disk_room(app, t).saturating_add(held))
+        }
     }
+}
+
+/// [`room_of`]'s figure alone, for a check that lands nothing itself (a
+/// copy of a snapshot into a sandbox is checked again as the sandbox is
+/// recorded, [`adopt`]).
+fn room_now(room: warden_workspace::saved::Room<'_>) -> u64 {
+    let mut now = 0;
+    room(&mut |r| now = r);
+    now
 }
 
 fn shown(info: SavedInfo, caller: &Caller) -> Snapshot {
@@ -314,7 +331,7 @@ pub async fn sandbox_from(
             &body.name,
             &snap,
             owner_of(&caller),
-            &room,
+            &|| room_now(&room),
         )
         .map_err(refused)?;
         adopt(

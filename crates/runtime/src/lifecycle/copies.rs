@@ -190,16 +190,18 @@ impl Drop for Held<'_> {
 
 /// Save sandbox `sb`'s state (its layer and home, with its spec) as
 /// snapshot `name`, owned by `owner`; a running sandbox is paused for the
-/// copy. `room()`: the bytes `owner`'s disk quota has room for
-/// (`u64::MAX`: no quota), asked under the store's lock; a snapshot that
-/// takes more is refused, before its copy when its size says so, after it
-/// (and removed) when the layer grew meanwhile.
+/// copy. `room`: what `owner`'s disk quota has room for
+/// ([`warden_workspace::saved::Room`]; [`warden_workspace::saved::unbounded`]
+/// for no quota), asked under the store's lock; a snapshot that takes
+/// more is refused, before its copy when its size says so, after it (and
+/// removed) when the layer grew or the quota filled meanwhile: its last
+/// check and its landing happen within one asking.
 pub fn snapshot(
     store: &Store,
     sb: &Sandbox,
     name: &str,
     owner: Owner<'_>,
-    room: &dyn Fn() -> u64,
+    room: warden_workspace::saved::Room<'_>,
 ) -> Result<SavedInfo, LifecycleError> {
     warden_workspace::validate_name("snapshot name", name)?;
     let saved = Saved::open(store.root())?;

@@ -44,8 +44,14 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
     match cmd {
         SnapshotsCommand::Create { sandbox, snap } => {
             let (_, sb) = open(&sandbox)?;
-            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)
-                .map_err(worded)?;
+            let info = lifecycle::snapshot(
+                &store,
+                &sb,
+                &snap,
+                Owner::Machine,
+                &warden_workspace::saved::unbounded,
+            )
+            .map_err(worded)?;
             println!("{}", info.name);
             eprintln!(
                 "warden: snapshot {} of sandbox {sandbox} ({} bytes, memory: {}): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
