@@ -15,8 +15,9 @@
 //! the path between the check and the walk is never read (a swapper
 //! exchanges the workspace's parent with a victim's in a loop while the
 //! real command diffs); and a workspace refused is a reason code at every
-//! door: the command line's message ends with it, the API answers 409
-//! with it as its code and reason (not a 500), and MCP's tools say it.
+//! door: the command line says it (`refused (workspace_moved)`), the API
+//! answers 409 with it as its code and reason (not a 500), and MCP's
+//! tools say it.
 
 use crate::common::daemon::{self, Daemon};
 use crate::common::*;
