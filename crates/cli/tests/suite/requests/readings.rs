@@ -130,12 +130,13 @@ fn head_is_refused_where_get_is_and_allowed_where_get_is() {
             "--deny-request",
             "GET forge.test:PORT/admin/export",
         ],
-        // Over HTTP/1.1: an answer to HEAD over HTTP/2 that carries a
-        // body (the forge's `ok`, warden's refusal) is a stream error to
-        // curl, which would hide the status.
+        // A refused HEAD over HTTP/2 too: its answer carries no body,
+        // which curl would take as a broken stream. The allowed one over
+        // HTTP/1.1: the forge's own HTTP/2 answer to HEAD carries `ok`.
         &format!(
             "{CURL}c get $u/admin/export
 c head --http1.1 -I $u/admin/export
+c head-h2 --http2 -I $u/admin/export
 c head-other --http1.1 -I $u/public
 "
         ),
@@ -144,7 +145,7 @@ c head-other --http1.1 -I $u/public
     assert!(out.status.success(), "{s}\n{}", stderr(&out));
     assert_eq!(
         s.lines().collect::<Vec<_>>(),
-        ["403 get", "403 head", "200 head-other"],
+        ["403 get", "403 head", "403 head-h2", "200 head-other"],
         "{s}"
     );
     let seen = up.requests();

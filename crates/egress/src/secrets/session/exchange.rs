@@ -38,8 +38,17 @@ fn answer(status: StatusCode, reason: Reason, body: String) -> Answer {
 /// forwarded, and its response scrubbed on the way back. A stage that
 /// refuses answers in the upstream's place.
 pub(super) async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
+    // An answer to HEAD has no body (RFC 9110, 9.3.2). hyper's HTTP/1
+    // server leaves it out; its HTTP/2 server sends it, which a client
+    // takes as a broken stream, never seeing the refusal or its reason.
+    let head = req.method() == http::Method::HEAD;
     match exchange(req, s).await {
         Ok(response) => response,
+        Err(answer) if head => answer.map(|_| {
+            http_body_util::Empty::<bytes::Bytes>::new()
+                .map_err(|never| match never {})
+                .boxed()
+        }),
         Err(answer) => *answer,
     }
 }
