@@ -366,11 +366,29 @@ pub struct CreateToken {
     /// Good for this sandbox's data API only.
     #[serde(default)]
     pub sandbox: Option<String>,
+    /// The sandboxes it may have at once (more are refused with 429); by
+    /// default the daemon's `quotas.sandboxes`, else 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sandboxes: Option<u64>,
+    /// The memory limits of its sandboxes together: bytes, or a size such
+    /// as `"16G"`; by default the daemon's `quotas.memory`, else the
+    /// memory of eight sandboxes of the host's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<Size>,
     /// The processes and threads its sandboxes may have together (each
-    /// at its `resources.pids`); by default room for as many default
-    /// sandboxes as it may have.
+    /// at its `resources.pids`); by default the daemon's `quotas.pids`,
+    /// else room for as many default sandboxes as it may have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pids: Option<u64>,
+}
+
+/// A size: a number of bytes, or text with a unit as the command line
+/// takes it (`"16G"`, `"512M"`).
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
 }
 
 /// A token as listed (never its secret).

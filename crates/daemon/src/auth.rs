@@ -551,6 +551,37 @@ pub fn standing(store: &Store, row: TokenRow) -> Result<TokenRow, AuthError> {
     }
 }
 
+/// The quotas a token is made with, whichever door makes it (`warden
+/// token create`'s flags, `POST /v1/tokens`'s body): each one unset is
+/// the daemon's `quotas:`, or without it the default ([`crate::quota`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenQuotas {
+    /// Sandboxes it may have at once.
+    pub max_sandboxes: Option<u64>,
+    /// The memory limits of its sandboxes together, in bytes.
+    pub max_memory: Option<u64>,
+    /// The processes and threads of its sandboxes together.
+    pub max_pids: Option<std::num::NonZeroU64>,
+}
+
+/// A new token held to `quotas`: its record (kept) and its text (shown
+/// once). What both doors that make tokens call.
+pub fn new_token_with(
+    name: &str,
+    scopes: &[Scope],
+    sandbox: Option<&Sandbox>,
+    quotas: TokenQuotas,
+) -> (TokenRow, String) {
+    let (row, text) = new_token(name, scopes, sandbox);
+    let row = TokenRow {
+        max_sandboxes: quotas.max_sandboxes,
+        max_memory: quotas.max_memory,
+        max_pids: quotas.max_pids,
+        ..row
+    };
+    (row, text)
+}
+
 /// A new token: its record (kept) and its text (shown once). A
 /// per-sandbox token is bound to `sandbox`'s identity.
 pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&Sandbox>) -> (TokenRow, String) {

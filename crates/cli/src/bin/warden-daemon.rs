@@ -421,10 +421,12 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                 Some(sb) => Some(warden_workspace::Store::open(&state)?.get(sb)?),
                 None => None,
             };
-            let (mut row, text) = auth::new_token(&name, &scopes, sandbox.as_ref());
-            row.max_sandboxes = max_sandboxes;
-            row.max_memory = max_memory;
-            row.max_pids = max_pids;
+            let quotas = auth::TokenQuotas {
+                max_sandboxes,
+                max_memory,
+                max_pids,
+            };
+            let (row, text) = auth::new_token_with(&name, &scopes, sandbox.as_ref(), quotas);
             db.insert_token(&row)?;
             eprintln!(
                 "warden: token {} ({name}) made; it is shown this once:",

@@ -98,6 +98,7 @@ mod snapshots;
 mod substituted_bodies;
 mod supervisor_busy;
 mod teardown;
+mod token_create_quotas;
 mod trust_boundary;
 mod unsaved_mark_attacks;
 mod upgrade_smuggling;

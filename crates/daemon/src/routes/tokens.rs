@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use std::sync::Arc;
 
-use crate::api::{CreateToken, NewToken, TokenInfo, TokenList};
+use crate::api::{CreateToken, NewToken, Size, TokenInfo, TokenList};
 use crate::app::App;
-use crate::auth::{self, Scope};
+use crate::auth::{self, Scope, TokenQuotas};
 use crate::body::Body;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError, Problem};
@@ -53,12 +53,68 @@ pub async fn list(State(app): State<Arc<App>>) -> Result<Json<TokenList>, ApiErr
     }))
 }
 
+/// The quotas a create asks for, checked as `warden token create` checks
+/// its flags (the same size parser, the same bounds): a value refused is
+/// 400 at its JSON pointer.
+fn quotas_of(req: &CreateToken) -> Result<TokenQuotas, ApiError> {
+    let bad = |field: &str, why: String| {
+        ApiError::bad_request(format!("{}: {why}", &field[1..])).with_field(Some(field))
+    };
+    let max_memory = match &req.max_memory {
+        None => None,
+        Some(Size::Bytes(n)) => Some(*n),
+        Some(Size::Text(t)) => Some(
+            warden_policy::parse_size(t)
+                .map_err(|e| bad("/max_memory", format!("{e}, or a number of bytes")))?,
+        ),
+    };
+    let max_pids = match req.max_pids {
+        None => None,
+        Some(n) => Some(
+            std::num::NonZeroU64::new(n).ok_or_else(|| bad("/max_pids", "at least 1".into()))?,
+        ),
+    };
+    Ok(TokenQuotas {
+        max_sandboxes: req.max_sandboxes,
+        max_memory,
+        max_pids,
+    })
+}
+
+/// The body of a create, read by its fields: a value of the wrong kind
+/// (`"max_pids": -1`, `"max_memory": true`) is 422 at its JSON pointer.
+fn read_create(body: serde_json::Value) -> Result<CreateToken, ApiError> {
+    serde_path_to_error::deserialize::<_, CreateToken>(body).map_err(|e| {
+        use serde_path_to_error::Segment;
+        let pointer: String = e
+            .path()
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Map { key } => Some(format!("/{key}")),
+                Segment::Seq { index } => Some(format!("/{index}")),
+                _ => None,
+            })
+            .collect();
+        let a = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!("the request body does not fit: {}", e.inner()),
+        );
+        if pointer.is_empty() {
+            a
+        } else {
+            a.with_field(Some(&pointer))
+        }
+    })
+}
+
 #[utoipa::path(post, path = "/v1/tokens", request_body = CreateToken,
-    responses((status = 201, body = NewToken), (status = 400, body = Problem)), security(("token" = [])))]
+    responses((status = 201, body = NewToken), (status = 400, body = Problem), (status = 422, body = Problem)), security(("token" = [])))]
 pub async fn create(
     State(app): State<Arc<App>>,
-    Body(req): Body<CreateToken>,
+    Body(body): Body<serde_json::Value>,
 ) -> Result<(StatusCode, Json<NewToken>), ApiError> {
+    let req = read_create(body)?;
     if req.name.is_empty() || req.name.len() > 128 {
         return Err(ApiError::bad_request("name: 1 to 128 bytes").with_field(Some("/name")));
     }
@@ -72,14 +128,8 @@ pub async fn create(
         ),
         None => None,
     };
-    let max_pids = match req.max_pids {
-        None => None,
-        Some(n) => Some(std::num::NonZeroU64::new(n).ok_or_else(|| {
-            ApiError::bad_request("max_pids: at least 1").with_field(Some("/max_pids"))
-        })?),
-    };
-    let (mut row, text) = auth::new_token(&req.name, &scopes, sandbox.as_ref());
-    row.max_pids = max_pids;
+    let quotas = quotas_of(&req)?;
+    let (row, text) = auth::new_token_with(&req.name, &scopes, sandbox.as_ref(), quotas);
     app.db()?
         .insert_token(&row)
         .map_err(|e| ApiError::internal(chain(&e)))?;
