@@ -610,7 +610,7 @@ try {
     await prompt.waitFor({ state: 'detached' });
   });
 
-  await scenario('a request an ask rule holds is asked about by its method and path, not only its name', async () => {
+  await scenario('a request an ask rule holds is asked about by its method and path, and by the JSON-RPC call it makes, not only its name', async () => {
     if (!existsSync('/usr/bin/openssl')) {
       console.log('skipped: no openssl to make the test server\'s certificate');
       return;
@@ -618,7 +618,7 @@ try {
     const held = await heldServer();
     try {
       const rule = `held.test:${held.port}`;
-      await owner('POST', '/v1/sandboxes', { name: 'held', spec: { egress: { domains: [rule], hosts: { 'held.test': '127.0.0.1' }, upstream_ca: [held.ca], ask_requests: [`POST ${rule}/issues/*`] } } });
+      await owner('POST', '/v1/sandboxes', { name: 'held', spec: { egress: { domains: [rule], hosts: { 'held.test': '127.0.0.1' }, upstream_ca: [held.ca], ask_requests: [`POST ${rule}/issues/*`, `POST ${rule}/mcp rpc:tools/call:*`] } } });
       const exec = await call('POST', '/v1/sandboxes/held/exec', { argv: ['curl', '-sS', '--noproxy', '*', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'POST', `https://${rule}/issues/7?token=s3cret`], background: true });
       const prompt = page.locator('.prompt', { hasText: 'held.test' });
       await prompt.waitFor({ timeout: 30000 });
@@ -639,6 +639,16 @@ try {
       // (The exec's own line shows its argv as typed.)
       const shown = (await page.locator('li.ev[data-group=network]').allInnerTexts()).join('\n');
       if (shown.includes('s3cret')) throw new Error(`the event view shows a query value: ${shown}`);
+      // A tool call an rpc: ask rule holds: the question names the tool
+      // (an answer covers that tool only), and a denied call never arrives.
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'delete_repo', arguments: {} } });
+      const rpc = await call('POST', '/v1/sandboxes/held/exec', { argv: ['curl', '-sS', '--noproxy', '*', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'POST', '-H', 'Content-Type: application/json', '--data', body, `https://${rule}/mcp`], background: true });
+      const toolPrompt = page.locator('.prompt', { hasText: 'delete_repo' });
+      await toolPrompt.waitFor({ timeout: 30000 });
+      await toolPrompt.locator('code.held-request', { hasText: 'POST /mcp (JSON-RPC "tools/call:delete_repo")' }).waitFor();
+      await toolPrompt.locator('button', { hasText: 'Deny' }).click();
+      await waitFor('the tool call to end', async () => (await call('GET', `/v1/sandboxes/held/execs/${rpc.id}`)).exit_status !== null, 30000);
+      if (heldRequests.some((r) => r.startsWith('POST /mcp'))) throw new Error(`the denied tool call reached the server: ${heldRequests}`);
     } finally {
       held.server.close();
     }

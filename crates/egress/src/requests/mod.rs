@@ -111,7 +111,9 @@ pub struct Verdict {
     pub outcome: Outcome,
     pub rule: Option<String>,
     pub why: String,
-    /// For [`Outcome::Ask`]: what the ask is about.
+    /// For [`Outcome::Ask`]: what the ask is about; for
+    /// [`Outcome::NoRule`]: the request as the one rule that would allow
+    /// it alone states it (the JSON-RPC calls no rule allows).
     pub scope: Option<AskScope>,
 }
 
@@ -236,6 +238,8 @@ impl RequestRules {
         let mut worst: Option<(Outcome, Option<&RequestRule>, Option<&str>)> = None;
         // Each message an ask rule holds, and the rule: what an ask is about.
         let mut asked: Vec<(Option<&str>, &RequestRule)> = Vec::new();
+        // Each message no rule decides.
+        let mut unruled: Vec<&str> = Vec::new();
         for unit in units {
             let hit = |action: RequestAction, mode: Mode| {
                 ruled.iter().copied().find(|r| {
@@ -255,8 +259,10 @@ impl RequestRules {
             } else {
                 (Outcome::NoRule, None)
             };
-            if let (Outcome::Ask, Some(r)) = (&outcome, rule) {
-                asked.push((unit, r));
+            match (&outcome, rule) {
+                (Outcome::Ask, Some(r)) => asked.push((unit, r)),
+                (Outcome::NoRule, _) => unruled.extend(unit),
+                _ => {}
             }
             if worst
                 .as_ref()
@@ -278,7 +284,11 @@ impl RequestRules {
             }
             _ => format!("no request rule for {} allows {what}", req.name),
         };
-        let scope = (outcome == Outcome::Ask).then(|| AskScope::of(req, &asked, &queries));
+        let scope = match outcome {
+            Outcome::Ask => Some(AskScope::of(req, &asked, &queries)),
+            Outcome::NoRule => Some(AskScope::unruled(req, &unruled)),
+            _ => None,
+        };
         Verdict {
             outcome,
             rule: rule.map(|r| r.source.clone()),

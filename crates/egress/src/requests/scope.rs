@@ -73,6 +73,25 @@ impl AskScope {
         }
     }
 
+    /// `req` as the rule that would allow it alone states it, when no
+    /// rule decides the messages `labels` (or the request, when it has
+    /// none): their JSON-RPC calls, and no query value (no rule looked
+    /// at one).
+    pub(super) fn unruled(req: &Request<'_>, labels: &[&str]) -> AskScope {
+        let mut rpc: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        rpc.sort();
+        rpc.dedup();
+        AskScope {
+            method: req.method.to_string(),
+            name: req.name.to_string(),
+            port: req.port,
+            path: req.path.to_string(),
+            query: Vec::new(),
+            rpc,
+            unread_body: matches!(req.rpc, super::Rpc::Unreadable),
+        }
+    }
+
     /// Whether an answer may cover more than this one request: the
     /// request has one method (not "any method an unread body may
     /// name") and a body that was read whenever a rule needed it.

@@ -17,7 +17,7 @@
 use super::paid::{Bill, Prefixed, Unpaid};
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
-use crate::requests::{rpc_labels, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
+use crate::requests::{rpc_labels, AskScope, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, SizeHint};
@@ -156,7 +156,6 @@ async fn settle(
     methods: &[String],
     unread: bool,
 ) -> (bool, Cause, Option<String>, String) {
-    let (name, port, path) = (req.name, req.port, req.path);
     let own = req.method;
     let as_method = |m: &str, why: String| {
         if m == own {
@@ -182,8 +181,9 @@ async fn settle(
     }
     if let Some((m, v)) = worst.filter(|(_, v)| rank(&v.outcome) >= rank(&Outcome::NoRule)) {
         let cause = match v.outcome {
-            // The rule that would allow this very request, when one can.
-            Outcome::NoRule => match ask::entry_for(m, name, port, path) {
+            // The rule that would allow this very request (its JSON-RPC
+            // calls too), when one can.
+            Outcome::NoRule => match v.scope.as_ref().and_then(AskScope::entry) {
                 Some(entry) => Cause::with_entry(Reason::NoRequestRule, entry),
                 None => Cause::new(Reason::NoRequestRule),
             },

@@ -33,33 +33,6 @@ pub(in crate::secrets) enum Asked {
 /// What a grant for the run covers: one scope asked about.
 pub(in crate::secrets) type Grant = AskScope;
 
-/// The request rule that allows `method` to `path` on `name:port` and
-/// nothing else: what a refusal proposes (what "always" keeps is its
-/// scope's, [`AskScope::entry`], which also states the query values and
-/// JSON-RPC calls asked about). Every
-/// part of it is the sandbox's own text, so none of it may be read back
-/// as rule syntax: a `*` of the path is written `\*`, and a request that
-/// cannot be written as a rule matching it alone (a method that is not a
-/// plain upper-case token, such as `*` or `get`; a path that is not one,
-/// such as `OPTIONS *`'s) has none, checked by reading the rule back.
-pub fn entry_for(method: &str, name: &str, port: u16, path: &str) -> Option<String> {
-    use warden_policy::requests::{literal_path, RequestAction, RequestRule};
-    let entry = format!(
-        "{method} {}{}",
-        crate::decision::domain_entry(name, port),
-        literal_path(path)
-    );
-    let rule = RequestRule::parse(RequestAction::Allow, &entry).ok()?;
-    let same = rule.is_literal()
-        && rule.methods == [method]
-        && rule.domain.name == name
-        && rule.domain.allows_port(port)
-        && rule.paths == [literal_path(path)]
-        && rule.query.is_empty()
-        && rule.rpc.is_empty();
-    same.then_some(entry)
-}
-
 /// The cause `reason`, with the rule that would change it when there is one.
 fn cause(reason: Reason, entry: &Option<String>) -> Cause {
     match entry {
@@ -80,6 +53,10 @@ pub(in crate::secrets) async fn ask(
 ) -> Asked {
     let (method, name) = (scope.method.as_str(), scope.name.as_str());
     let entry = scope.entry();
+    // What a record proposes never holds a query value (values may be
+    // tokens, and records redact them); only the grant an owner's
+    // "always" keeps states the value it was asked about.
+    let proposed = entry.clone().filter(|_| scope.query.is_empty());
     let request = AskedRequest {
         method: method.to_string(),
         target: redacted(&scope.path, query),
@@ -94,7 +71,7 @@ pub(in crate::secrets) async fn ask(
         .is_ok_and(|g| g.contains(scope));
     if granted {
         return Asked::Allowed(
-            cause(Reason::RequestAskedForRun, &entry),
+            cause(Reason::RequestAskedForRun, &proposed),
             format!("asked: {what} allowed for this run"),
         );
     }
@@ -126,11 +103,11 @@ pub(in crate::secrets) async fn ask(
     };
     match answer {
         Answer::Once => Asked::Allowed(
-            cause(Reason::RequestAskedOnce, &entry),
+            cause(Reason::RequestAskedOnce, &proposed),
             format!("asked: {what} allowed once"),
         ),
         Answer::Deny => Asked::Refused(
-            cause(Reason::RequestDeniedWhenAsked, &entry),
+            cause(Reason::RequestDeniedWhenAsked, &proposed),
             format!("{what} was denied when asked (or no answer came in time)"),
         ),
         // What its unread body calls, or which method it is taken as, no
@@ -156,7 +133,7 @@ pub(in crate::secrets) async fn ask(
         // A caller's "always" is this run's only: the owner's grants
         // never take a caller's word.
         Answer::ForRun | Answer::Always | Answer::Learn => Asked::Allowed(
-            cause(Reason::RequestAskedForRun, &entry),
+            cause(Reason::RequestAskedForRun, &proposed),
             format!("asked: {what} allowed for this run"),
         ),
     }
@@ -164,7 +141,21 @@ pub(in crate::secrets) async fn ask(
 
 #[cfg(test)]
 mod tests {
-    use super::entry_for;
+    use crate::requests::AskScope;
+
+    /// The rule that allows `method` to `path` on `name:port` alone.
+    fn entry_for(method: &str, name: &str, port: u16, path: &str) -> Option<String> {
+        AskScope {
+            method: method.into(),
+            name: name.into(),
+            port,
+            path: path.into(),
+            query: Vec::new(),
+            rpc: Vec::new(),
+            unread_body: false,
+        }
+        .entry()
+    }
 
     /// What "always" keeps and a refusal proposes is the request itself:
     /// the sandbox's stars stay stars, and what cannot be written as one

@@ -588,3 +588,34 @@ async fn a_run_answer_about_a_query_value_covers_that_value_only() {
         ["GET /ok?action=read", "GET /ok?action=read&page=2"]
     );
 }
+
+/// What a refusal for want of a rule proposes is the request alone: a
+/// tool call no rule allows proposes the rule naming that call, never
+/// the method and path alone (which would allow every tool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_no_rule_allows_proposes_the_rule_for_that_call_only() {
+    let rig = rig(&[(
+        RequestAction::Allow,
+        "POST api.test:PORT/mcp rpc:tools/list",
+    )])
+    .await;
+    let refused = rig.raw(&tool_call(1, "delete_repo")).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert_eq!(rig.seen(), Vec::<String>::new());
+    let proposed: Vec<Option<String>> = rig
+        .decisions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.reason.as_ref())
+        .filter(|c| c.reason == Reason::NoRequestRule)
+        .map(|c| c.entry.clone())
+        .collect();
+    assert_eq!(
+        proposed,
+        [Some(format!(
+            "POST api.test:{}/mcp rpc:tools/call:delete_repo",
+            rig.port
+        ))]
+    );
+}
