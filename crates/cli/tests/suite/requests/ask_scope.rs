@@ -148,3 +148,103 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
     assert_eq!(reached, ["1", "3", "4"], "{seen:?}");
     ok(&w(&["stop", "--time", "1s", "scoped"]));
 }
+
+/// The same through MCP: the elicitation names the tool call it asks
+/// about, "always" about search lets search go unasked, and delete_repo
+/// is put to the person again (and refused, it never arrives).
+#[test]
+fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool_only() {
+    use super::elicit::{good, Person};
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::ServiceExt;
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let port = up.port;
+    let state = TempDir::new("requests-ask-scope-mcp");
+    let ws = TempDir::new("requests-ask-scope-mcp-ws");
+    let config = TempDir::new("requests-ask-scope-mcp-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("tools.yaml"),
+        format!(
+            "egress:\n  domains: [\"forge.test:{port}\"]\n  hosts: {{forge.test: 127.0.0.1}}\n  upstream_ca: [\"{}\"]\n  ask_requests: [\"POST forge.test:{port}/mcp rpc:tools/call:*\"]\n",
+            ca.pem_path()
+        ),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let person = Person::default();
+    person.answers.lock().unwrap().extend(["always", "deny"]);
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.args(["mcp", "--profile", "tools", "--workspace", ws.str()])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("XDG_CONFIG_HOME", config.path())
+            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "20000");
+        let c = tokio::time::timeout(
+            Duration::from_secs(30),
+            person
+                .clone()
+                .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()),
+        )
+        .await
+        .expect("the MCP server answered initialize in time")
+        .unwrap();
+        let call = |n: u32, tool: &str| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+            );
+            let args = serde_json::json!({"argv": [
+                "curl", "-sS", "--noproxy", "*", "-o", "/dev/null",
+                "-w", format!("call {n} %{{http_code}}"), "-X", "POST",
+                "-H", "Content-Type: application/json", "--data", body,
+                format!("https://forge.test:{port}/mcp?{n}"),
+            ]});
+            let serde_json::Value::Object(args) = args else {
+                unreachable!()
+            };
+            let c = &c;
+            async move {
+                let r = tokio::time::timeout(
+                    Duration::from_secs(120),
+                    c.call_tool(
+                        CallToolRequestParams::new("run_command".to_string()).with_arguments(args),
+                    ),
+                )
+                .await
+                .expect("run_command answered in time")
+                .expect("a tool result");
+                good(&r)
+            }
+        };
+        let out = call(1, "search").await;
+        assert!(out.contains("call 1 200"), "{out}");
+        let out = call(2, "search").await;
+        assert!(out.contains("call 2 200"), "{out}");
+        let out = call(3, "delete_repo").await;
+        assert!(out.contains("call 3 403"), "{out}");
+        c.cancel().await.unwrap();
+    });
+    let asked = person.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "search once, delete_repo once: {asked:?}");
+    assert!(
+        asked[0].contains(r#"send POST /mcp?1 (JSON-RPC "tools/call:search") to forge.test"#),
+        "the question names the tool: {asked:?}"
+    );
+    assert!(
+        asked[1].contains(r#"send POST /mcp?3 (JSON-RPC "tools/call:delete_repo") to forge.test"#),
+        "{asked:?}"
+    );
+    let seen = up.requests();
+    let reached: Vec<&str> = seen
+        .iter()
+        .filter_map(|r| r.split_once("POST /mcp?").map(|(_, n)| n))
+        .collect();
+    assert_eq!(reached, ["1", "2"], "{seen:?}");
+}

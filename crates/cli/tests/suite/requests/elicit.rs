@@ -18,9 +18,9 @@ use std::time::Duration;
 /// An MCP client whose person answers each question with the next of
 /// `answers` (`allow`, `always` or `deny`), recording the question.
 #[derive(Clone, Default)]
-struct Person {
-    asked: Arc<Mutex<Vec<String>>>,
-    answers: Arc<Mutex<VecDeque<&'static str>>>,
+pub(super) struct Person {
+    pub(super) asked: Arc<Mutex<Vec<String>>>,
+    pub(super) answers: Arc<Mutex<VecDeque<&'static str>>>,
 }
 
 impl rmcp::ClientHandler for Person {
@@ -50,7 +50,7 @@ impl rmcp::ClientHandler for Person {
 }
 
 /// The text of a tool result that must have succeeded.
-fn good(r: &CallToolResult) -> String {
+pub(super) fn good(r: &CallToolResult) -> String {
     let text: Vec<String> = r
         .content
         .iter()
