@@ -148,25 +148,34 @@ impl Connection {
         };
         // Without its timeout the hello could wait forever: refused.
         timeout(wait).map_err(ProtocolError::Receive)?;
-        if let Err(e) = sent {
-            // A supervisor that refuses a connection past its bound answers
-            // at once and closes, maybe before the hello is sent: its
-            // answer is still there to read, and says more than the send.
-            return match protocol::receive::<Reply>(&sock) {
-                Ok((reply @ (Reply::Refused { .. } | Reply::Error { .. }), _)) => {
-                    refusal(reply).and(Err(ClientError::Unexpected))
-                }
-                _ => Err(e.into()),
-            };
-        }
-        let hello = match protocol::receive::<Reply>(&sock) {
+        // A supervisor that refuses a connection past its bound answers at
+        // once and closes, maybe before it read the hello (or before it
+        // was sent): the kernel reports the reset first (the send's EPIPE,
+        // a receive's ECONNRESET) and the refusal, still queued, on the
+        // next read, which says more than the reset.
+        let reset = |e: &ProtocolError| {
+            matches!(
+                e,
+                ProtocolError::Send(Errno::EPIPE | Errno::ECONNRESET)
+                    | ProtocolError::Receive(Errno::ECONNRESET)
+            )
+        };
+        let answered = match sent {
+            Err(e) => Err(e),
+            Ok(()) => protocol::receive::<Reply>(&sock).map(|r| r.0),
+        };
+        let hello = match answered {
             Err(ProtocolError::Receive(Errno::EAGAIN)) => {
                 return Err(ClientError::NotAnswering {
                     path: path.to_path_buf(),
                     waited: wait,
                 })
             }
-            r => r?.0,
+            Err(e) if reset(&e) => match queued_refusal(&sock) {
+                Some(reply) => reply,
+                None => return Err(e.into()),
+            },
+            r => r?,
         };
         // What follows may take as long as it takes (an exec, a follow).
         timeout(std::time::Duration::ZERO).map_err(ProtocolError::Receive)?;
@@ -517,6 +526,19 @@ impl Connection {
             _ => Err(ClientError::Unexpected),
         }
     }
+}
+
+/// A refusal still queued on a connection the supervisor reset: the
+/// reset may be reported once more before it (after a failed send).
+fn queued_refusal(sock: &OwnedFd) -> Option<Reply> {
+    for _ in 0..2 {
+        match protocol::receive::<Reply>(sock) {
+            Ok((reply @ (Reply::Refused { .. } | Reply::Error { .. }), _)) => return Some(reply),
+            Err(ProtocolError::Receive(Errno::ECONNRESET)) => continue,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// A supervisor's answer with its refusals as errors: an `Error` (a

@@ -191,6 +191,17 @@ fn the_owners_commands_past_the_supervisors_bound_are_refused_as_busy_with_nothi
     let _ = fill(&d, None, "full", &long, &["sleep", "3.5"]);
     let kept = kept_outputs(state.path(), "full");
     refused_past_the_bound(&d, None, "full", "busy-owner-past");
+    // A file operation past the bound is refused the same way, not taken
+    // for a conflict with the sandbox's state.
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/full/files/list?path=.",
+        None,
+        None,
+    );
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["reason"], "busy", "{b}");
     // No output was kept for a command that never started.
     assert_eq!(kept_outputs(state.path(), "full"), kept);
     a_place_comes_back(&d, None, "full");
@@ -428,4 +439,62 @@ fn the_command_lines_exec_past_the_supervisors_bound_says_in_one_sentence_what_t
     );
     let out = warden_with(&["stop", "--time", "1s", "busy-cli"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_supervisor_whose_kept_back_places_are_held_too_is_told_apart_as_busy_not_as_stuck_or_broken() {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let Some((state, d)) = daemon_with("busy-kept", "", None) else {
+        return;
+    };
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"kept"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let _ = fill(&d, None, "kept", &["sleep", "283.5"], &["sleep", "283.5"]);
+    // The places kept back past the bound (8) held by connections that
+    // say nothing: each keeps its place for the hello's 5 s.
+    let control = sandbox_dir(state.path(), "kept").join("control.sock");
+    let silent: Vec<_> = (0..8)
+        .map(|_| {
+            let sock = socket(
+                AddressFamily::Unix,
+                SockType::SeqPacket,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )
+            .unwrap();
+            connect(sock.as_raw_fd(), &UnixAddr::new(&control).unwrap()).unwrap();
+            sock
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The supervisor refuses at once, typed: not a supervisor that does
+    // not answer, not a broken socket.
+    let t0 = Instant::now();
+    match warden_runtime::client::Connection::open(&control) {
+        Err(e) => assert!(e.is_busy(), "not told as busy: {e:?}"),
+        Ok(_) => panic!("a connection past every place was served"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Through the API, a command and a file operation alike. Before, the
+    // file operation was "sandbox kept is not running" (409).
+    let (s, _, b) = exec(&d, None, "kept", &serde_json::json!({ "argv": ["true"] }));
+    assert_eq!((s, json(&b)["reason"].clone()), (429, "busy".into()), "{b}");
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/kept/files/list?path=.",
+        None,
+        None,
+    );
+    assert_eq!((s, json(&b)["reason"].clone()), (429, "busy".into()), "{b}");
+    drop(silent);
+    let (s, b) = call(&d, "DELETE", "/v1/sandboxes/kept?force=true", None, None);
+    assert_eq!(s, 204, "{b}");
 }

@@ -199,6 +199,7 @@ fn ask(app: &App, id: &str, op: FileOp) -> Result<(Errno, Option<OwnedFd>), ApiE
     let sb = app.sandbox(id)?;
     let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| match e {
         ClientError::NotAnswering { .. } => ApiError::supervisor(&e),
+        e if e.is_busy() => ApiError::supervisor(&e),
         _ => ApiError::conflict(format!("sandbox {id} is not running: start it first")),
     })?;
     conn.file(op).map_err(|e| match e {

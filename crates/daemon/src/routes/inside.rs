@@ -37,8 +37,10 @@ async fn open(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
             )));
         }
-        let conn = Connection::open(&lifecycle::control(&sb))
-            .map_err(|e| ApiError::conflict(chain(&e)))?;
+        let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| match e {
+            e if e.is_busy() => ApiError::supervisor(&e),
+            e => ApiError::conflict(chain(&e)),
+        })?;
         Ok(conn.connect(&Target::loopback(port)))
     })
     .await
@@ -75,6 +77,7 @@ pub async fn connect(
         Err(e @ (ClientError::Connect { .. } | ClientError::Unsupported(_))) => {
             return Err(ApiError::conflict(chain(&e)))
         }
+        Err(e) if e.is_busy() => return Err(ApiError::supervisor(&e)),
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };
     let std = std::net::TcpStream::from(fd);
