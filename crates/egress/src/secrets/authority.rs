@@ -120,32 +120,8 @@ impl rustls::server::ResolvesServerCert for LeafResolver {
     }
 }
 
-/// The cryptography both of the terminator's sides use: ring's, with
-/// AES-128-GCM preferred to AES-256-GCM. Every byte through a terminated
-/// connection is decrypted and encrypted again by the terminator, so the
-/// suite is its own cost per byte (a quarter less with 128-bit keys, which
-/// TLS 1.3 requires every implementation to offer and browsers prefer);
-/// nothing weaker is offered than before, only the order changes.
-pub(super) fn provider() -> rustls::crypto::CryptoProvider {
-    let mut provider = rustls::crypto::ring::default_provider();
-    provider.cipher_suites.sort_by_key(|suite| {
-        use rustls::CipherSuite as S;
-        match suite.suite() {
-            S::TLS13_AES_128_GCM_SHA256 => 0,
-            S::TLS13_AES_256_GCM_SHA384 => 1,
-            S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-            | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 2,
-            S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
-            | S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 3,
-            _ => 4,
-        }
-    });
-    provider
-}
-
 /// The configuration the sandbox's side is accepted with: a leaf of
-/// `authority` per name, HTTP/2 and HTTP/1.1 offered, the terminator's
-/// order of suites chosen over the client's (see [`provider`]).
+/// `authority` per name, HTTP/2 and HTTP/1.1 offered.
 pub(super) fn server_config(
     authority: Arc<Authority>,
     provider: Arc<rustls::crypto::CryptoProvider>,
@@ -156,7 +132,6 @@ pub(super) fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(LeafResolver(authority)));
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    server.ignore_client_order = true;
     Ok(server)
 }
 
@@ -228,60 +203,5 @@ mod tests {
         assert!(Arc::ptr_eq(&one, &again));
         assert_eq!(one.cert.len(), 2);
         assert!(a.cert.pem().starts_with("-----BEGIN CERTIFICATE-----"));
-    }
-
-    #[test]
-    fn the_sandbox_side_chooses_aes_128_gcm_even_when_the_client_prefers_aes_256() {
-        let authority = Arc::new(Authority::generate().unwrap());
-        let ca = CertificateDer::from(authority.cert.der().to_vec());
-        let server = server_config(authority, Arc::new(provider())).unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca).unwrap();
-        // ring's own order, as most clients send it: AES-256-GCM first.
-        let default = rustls::crypto::ring::default_provider();
-        assert_eq!(
-            default.cipher_suites[0].suite(),
-            rustls::CipherSuite::TLS13_AES_256_GCM_SHA384
-        );
-        let client = rustls::ClientConfig::builder_with_provider(Arc::new(default))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let mut client =
-            rustls::ClientConnection::new(Arc::new(client), "api.example.com".try_into().unwrap())
-                .unwrap();
-        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap();
-        let mut wire = Vec::new();
-        for _ in 0..4 {
-            wire.clear();
-            client.write_tls(&mut wire).unwrap();
-            server.read_tls(&mut wire.as_slice()).unwrap();
-            server.process_new_packets().unwrap();
-            wire.clear();
-            server.write_tls(&mut wire).unwrap();
-            client.read_tls(&mut wire.as_slice()).unwrap();
-            client.process_new_packets().unwrap();
-        }
-        assert!(!client.is_handshaking() && !server.is_handshaking());
-        assert_eq!(
-            client.negotiated_cipher_suite().map(|s| s.suite()),
-            Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
-        );
-    }
-
-    #[test]
-    fn the_upstream_side_offers_aes_128_gcm_first_and_nothing_the_default_lacks() {
-        let ours: Vec<_> = provider().cipher_suites.iter().map(|s| s.suite()).collect();
-        let mut theirs: Vec<_> = rustls::crypto::ring::default_provider()
-            .cipher_suites
-            .iter()
-            .map(|s| s.suite())
-            .collect();
-        assert_eq!(ours[0], rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
-        let mut sorted = ours.clone();
-        sorted.sort_by_key(|s| u16::from(*s));
-        theirs.sort_by_key(|s| u16::from(*s));
-        assert_eq!(sorted, theirs);
     }
 }

@@ -276,7 +276,7 @@ impl Terminator {
     pub fn new(secrets: Vec<Secret>, upstream_ca: &[PathBuf]) -> Result<Terminator, SecretError> {
         let authority = Arc::new(Authority::generate().map_err(SecretError::Authority)?);
         let ca_pem = authority.cert.pem();
-        let provider = Arc::new(authority::provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let server = authority::server_config(authority, provider.clone())?;
         let client = authority::client_config(provider, upstream_ca)?;
         let scrub = Arc::new(Patterns::new(scrub_patterns(&secrets)));
