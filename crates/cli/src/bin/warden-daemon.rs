@@ -8,6 +8,10 @@
 // libraries' (jail, egress, vm), each block with its reason.
 #![forbid(unsafe_code)]
 
+#[path = "../said.rs"]
+#[macro_use]
+mod said;
+
 #[path = "../logging.rs"]
 mod logging;
 
