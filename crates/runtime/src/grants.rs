@@ -361,4 +361,42 @@ mod tests {
         assert_eq!(load(&f).unwrap().len(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A grant that states the JSON-RPC call and the query value it was
+    /// asked about is written and read back as the same rule, by the
+    /// parser a profile and a flag use, and counts as one request's rule;
+    /// one with a star in its call or value is never applied.
+    #[test]
+    fn a_grant_with_its_call_and_query_value_reads_back_as_the_same_literal_rule() {
+        use warden_policy::requests::{RequestAction, RequestRule};
+        let dir = std::env::temp_dir().join(format!("warden-grants-rpc-{}", std::process::id()));
+        let f = dir.join("grants/x.yaml");
+        let kept = [
+            "POST mcp.test:18443/mcp rpc:tools/call:search",
+            "GET api.test/ok?action=read",
+            "POST mcp.test/mcp?v=2 rpc:tools/call:a,tools/list",
+        ];
+        for k in kept {
+            assert!(add_request(&f, k).unwrap());
+        }
+        let back = load_requests(&f).unwrap();
+        assert_eq!(back, kept);
+        for (k, b) in kept.iter().zip(&back) {
+            let (k, b) = (
+                RequestRule::parse(RequestAction::Allow, k).unwrap(),
+                RequestRule::parse(RequestAction::Allow, b).unwrap(),
+            );
+            assert_eq!(k, b);
+            assert!(b.is_literal(), "{b:?}");
+        }
+        for wide in [
+            "POST mcp.test/mcp rpc:tools/call:*",
+            "GET api.test/ok?action=*",
+            "GET api.test/ok?action",
+        ] {
+            let r = RequestRule::parse(RequestAction::Allow, wide).unwrap();
+            assert!(!r.is_literal(), "{wide}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
