@@ -8,6 +8,7 @@
 //! the trees are ones a sandbox wrote.
 
 use crate::beneath::Tree;
+use crate::links::Links;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
@@ -44,7 +45,50 @@ pub enum FsError {
         crate::printable_path(.src)
     )]
     Unsupported { src: PathBuf, what: &'static str },
+    /// The copy met more files of several names than it can keep as
+    /// links, and copying their further names whole would have written
+    /// more than `slack` bytes beyond the tree's own size.
+    #[error("the tree holds more hard-linked files than a copy keeps as links ({} at once), and copying them whole would write more than {slack} bytes beyond the tree's own size: the copy is refused; remove some of its hard links", crate::links::MAX_LINKED)]
+    TooManyLinks { slack: u64 },
+    /// The copy would have written more than the tree measured before it
+    /// (`size`) and the slack allowed (`limit`): a tree that grew, or was
+    /// moved about, while it was copied.
+    #[error("the copy would write more than {limit} bytes, the {size} the tree held when it began and the slack allowed: the tree grew or changed while it was copied; the copy is refused")]
+    PastSize { size: u64, limit: u64 },
 }
+
+impl FsError {
+    /// The stable reason code of a copy refused for what the tree holds,
+    /// which each door words itself; `None` for a fault of the host.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            FsError::TooManyLinks { .. } => Some(TOO_MANY_LINKS),
+            FsError::PastSize { .. } => Some(COPY_PAST_SIZE),
+            FsError::Unsupported { .. } => Some("unsupported_entry"),
+            _ => None,
+        }
+    }
+
+    /// The refused copy somewhere in `e`'s chain, if any.
+    pub fn find<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a FsError> {
+        let mut at = Some(e);
+        while let Some(err) = at {
+            if let Some(r) = err.downcast_ref::<FsError>() {
+                if r.code().is_some() {
+                    return Some(r);
+                }
+            }
+            at = err.source();
+        }
+        None
+    }
+}
+
+/// The reason code of [`FsError::TooManyLinks`].
+pub const TOO_MANY_LINKS: &str = "too_many_links";
+
+/// The reason code of [`FsError::PastSize`].
+pub const COPY_PAST_SIZE: &str = "copy_past_size";
 
 /// Run `f` on a thread with a large stack: the tree walks recurse once per
 /// directory level, and a tree may be as deep as PATH_MAX allows (about
@@ -364,7 +408,9 @@ pub fn name_cost(len: usize) -> u64 {
 }
 
 /// What the tree the sandbox can write at `path` costs the host's disk
-/// (every entry below it priced by [`entry_cost`]), or `u64::MAX` when it
+/// (every entry below it priced by [`entry_cost`], a file with several
+/// names in the tree once, its other names by [`name_cost`]: what a quota
+/// charges is what the disk holds), or `u64::MAX` when it
 /// cannot be measured: a quota that reads this fails closed rather than
 /// taking an unreadable tree as empty. See [`tree_bytes`].
 pub fn tree_size(path: &Path) -> u64 {
@@ -404,8 +450,9 @@ struct Level {
 }
 
 /// Read the directory `dir`: add what each of its entries costs to `total`
-/// and answer its level.
-fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
+/// and answer its level. A further name of a file met already (a hard
+/// link) costs its name only: the disk holds its data once.
+fn read_level(dir: &OwnedFd, total: &mut u64, links: &mut Links) -> Option<Level> {
     let st = rustix::fs::fstat(dir).ok()?;
     let mut pending = Vec::new();
     for name in crate::beneath::names_of(dir).ok()? {
@@ -415,7 +462,13 @@ fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
             Err(Errno::NOENT) => continue,
             Err(_) => return None,
         };
-        *total = total.saturating_add(entry_cost(&st, name.len()));
+        let cost = match links.seen(&st) {
+            Some(true) => name_cost(name.len()),
+            // A first name, or one past the map's bounds: in full (a
+            // link counted twice overcharges, never undercharges).
+            _ => entry_cost(&st, name.len()),
+        };
+        *total = total.saturating_add(cost);
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
             pending.push(name);
         }
@@ -429,7 +482,8 @@ fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
 fn size_walk(top: OwnedFd) -> Option<u64> {
     let mut total = 0u64;
     let mut cur = top;
-    let mut stack = vec![read_level(&cur, &mut total)?];
+    let mut links = Links::default();
+    let mut stack = vec![read_level(&cur, &mut total, &mut links)?];
     while let Some(level) = stack.last_mut() {
         if let Some(name) = level.pending.pop() {
             let next = match open_dir(&cur, &name) {
@@ -439,7 +493,7 @@ fn size_walk(top: OwnedFd) -> Option<u64> {
                 Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
                 Err(_) => return None,
             };
-            let below = read_level(&next, &mut total)?;
+            let below = read_level(&next, &mut total, &mut links)?;
             cur = next;
             stack.push(below);
             continue;

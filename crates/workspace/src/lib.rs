@@ -30,6 +30,7 @@ mod git;
 mod ignored;
 mod judge;
 pub mod layer;
+pub mod links;
 mod listing;
 pub mod overlay;
 mod real;

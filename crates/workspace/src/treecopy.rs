@@ -17,9 +17,25 @@
 //! followed. What the copied entries cost the host is priced on the way
 //! with [`fsutil::entry_cost`], as [`fsutil::tree_size`] would price the
 //! copy.
+//!
+//! A file with several names is written once: its first name is copied,
+//! each later one is made a hard link to that copy ([`crate::links`]
+//! remembers where it is; the link is made beneath the destination's
+//! descriptor, through no symbolic link). Before this a file with 40
+//! links was written 41 times, and a sandbox turned 96 MB of its home
+//! into 3.9 GB of the host's disk at each fork. Past the map's bounds, a
+//! further file of several names is copied whole and what it costs is
+//! counted: past [`UNSHARED_SLACK`] the copy is refused
+//! ([`FsError::TooManyLinks`]). A copy of a tree the sandbox can write
+//! ([`copy_layer`]) is also bounded as a whole: it may write no more than
+//! the tree measured before it began ([`fsutil::tree_bytes`], a linked
+//! file once) and a slack, else it is refused ([`FsError::PastSize`]), so
+//! no fork, snapshot or restore writes more of the host's disk than the
+//! tree holds, whatever the tree does meanwhile.
 
 use crate::beneath::Tree;
 use crate::fsutil::{self, FsError, Opened};
+use crate::links::{self, Links};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, XattrFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
@@ -30,6 +46,66 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+/// What files of several names copied whole (past the link map's bounds,
+/// or whose link could not be made) may cost one copy before it is
+/// refused: a few of them are copied as the tree holds them, a sandbox's
+/// millions are not.
+pub const UNSHARED_SLACK: u64 = 64 << 20;
+
+/// What a copy of a tree the sandbox can write may write beyond the size
+/// the tree measured when the copy began: `size / 16` and 64 MiB more
+/// (a running sandbox's layer may grow a little while it is copied).
+fn size_slack(size: u64) -> u64 {
+    (size / 16).saturating_add(64 << 20)
+}
+
+/// One copy's account: the hard links met, what files copied whole
+/// despite their other names cost, and the most it may write.
+pub(crate) struct Copying {
+    links: Links,
+    unshared: u64,
+    /// At most what `unshared` may reach ([`UNSHARED_SLACK`]).
+    slack: u64,
+    size: u64,
+    limit: u64,
+}
+
+impl Copying {
+    /// A copy bounded by its links only (the real workspace, the owner's
+    /// own tree).
+    fn unbounded() -> Copying {
+        Copying {
+            links: Links::default(),
+            unshared: 0,
+            slack: UNSHARED_SLACK,
+            size: u64::MAX,
+            limit: u64::MAX,
+        }
+    }
+
+    /// A copy of a tree that measured `size` when it began.
+    fn of_size(size: u64) -> Copying {
+        Copying {
+            links: Links::default(),
+            unshared: 0,
+            slack: UNSHARED_SLACK,
+            size,
+            limit: size.saturating_add(size_slack(size)),
+        }
+    }
+
+    /// The copy has cost `cost` so far: past its limit, refused.
+    fn within(&self, cost: u64) -> Result<(), FsError> {
+        if cost > self.limit {
+            return Err(FsError::PastSize {
+                size: self.size,
+                limit: self.limit,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Copy the tree at `src` (the real workspace) to the new path `dst`.
 /// Every entry is read beneath `src` without following a link (see
 /// [`crate::beneath`]).
@@ -38,31 +114,44 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), FsError> {
         path: PathBuf::new(),
         source,
     })?;
-    copy_new(&from, dst, None).map(|_| ())
+    copy_new(&from, dst, None, &mut Copying::unbounded()).map(|_| ())
 }
 
 /// Copy the real workspace already opened as `from` (checked to be the
 /// sandbox's own directory) to the new path `dst`: the directory copied
 /// is the one checked, whatever is at its path now.
 pub(crate) fn copy_real(from: &Tree, dst: &Path) -> Result<(), FsError> {
-    copy_new(from, dst, None).map(|_| ())
+    copy_new(from, dst, None, &mut Copying::unbounded()).map(|_| ())
 }
 
 /// [`copy_tree`] of a tree the sandbox can write (a layer, a kept home, a
 /// snapshot), opened with [`Opened::up`]: each entry gets the mode it had
 /// before it was opened. Answers what the copy costs the host's disk
-/// (every entry below its top, priced by [`fsutil::entry_cost`]).
+/// (every entry below its top, priced by [`fsutil::entry_cost`], a file
+/// of several names once). Bounded by what the tree measures now: see
+/// the module's comment.
 pub(crate) fn copy_layer(src: &Path, dst: &Path, opened: &Opened) -> Result<u64, FsError> {
     let from = Tree::layer(src).map_err(|source| FsError::Read {
         path: PathBuf::new(),
         source,
     })?;
-    copy_new(&from, dst, Some(opened))
+    // Measured after `opened` made it readable, before anything is
+    // written: a tree that cannot be measured is not copied.
+    let size = fsutil::tree_bytes(src).ok_or_else(|| FsError::Read {
+        path: PathBuf::new(),
+        source: io::Error::other("the tree cannot be measured"),
+    })?;
+    copy_new(&from, dst, Some(opened), &mut Copying::of_size(size))
 }
 
 /// Make the new directory `dst` (one of warden's own paths) a copy of the
 /// tree `from`.
-fn copy_new(from: &Tree, dst: &Path, opened: Option<&Opened>) -> Result<u64, FsError> {
+fn copy_new(
+    from: &Tree,
+    dst: &Path,
+    opened: Option<&Opened>,
+    cx: &mut Copying,
+) -> Result<u64, FsError> {
     let copy_err = |source| FsError::Copy {
         src: PathBuf::new(),
         dst: PathBuf::new(),
@@ -73,7 +162,7 @@ fn copy_new(from: &Tree, dst: &Path, opened: Option<&Opened>) -> Result<u64, FsE
         .create(dst)
         .map_err(copy_err)?;
     let to = Tree::layer(dst).map_err(copy_err)?;
-    copy_below(from, Path::new(""), &to, Path::new(""), opened)
+    copy_in(from, Path::new(""), &to, Path::new(""), opened, cx)
 }
 
 /// Copy the entry `src_rel` of `from` to the new entry `dst_rel` of `to`
@@ -87,6 +176,24 @@ pub(crate) fn copy_below(
     to: &Tree,
     dst_rel: &Path,
     opened: Option<&Opened>,
+) -> Result<u64, FsError> {
+    copy_in(
+        from,
+        src_rel,
+        to,
+        dst_rel,
+        opened,
+        &mut Copying::unbounded(),
+    )
+}
+
+fn copy_in(
+    from: &Tree,
+    src_rel: &Path,
+    to: &Tree,
+    dst_rel: &Path,
+    opened: Option<&Opened>,
+    cx: &mut Copying,
 ) -> Result<u64, FsError> {
     let copy_err = |source| FsError::Copy {
         src: src_rel.to_path_buf(),
@@ -107,13 +214,22 @@ pub(crate) fn copy_below(
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         let (sdir, sname) = from.parent(src_rel).map_err(copy_err)?;
         let (ddir, dname) = to.parent(dst_rel).map_err(copy_err)?;
-        return leaf(from, &sdir, sname, &st, mode, &ddir, dname).map_err(|e| match e {
+        let target = Target {
+            to,
+            dir: &ddir,
+            name: dname,
+            rel: dst_rel,
+        };
+        let cost = leaf(from, &sdir, sname, &st, mode, &target, cx).map_err(|e| match e {
             Leaf::Io(source) => copy_err(source),
             Leaf::Unsupported(what) => FsError::Unsupported {
                 src: src_rel.to_path_buf(),
                 what,
             },
-        });
+            Leaf::Refused(e) => e,
+        })?;
+        cx.within(cost)?;
+        return Ok(cost);
     }
     if !top {
         let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
@@ -124,11 +240,14 @@ pub(crate) fn copy_below(
     let ddir = to.dir(dst_rel).map_err(copy_err)?;
     let mut walk = Walk {
         from,
+        to,
         opened,
         rel: src_rel.to_path_buf(),
+        src_rel,
         dst_rel,
         stack: Vec::new(),
         cost: 0,
+        cx,
     };
     let ddir = walk.run(sdir, ddir, mode)?;
     if !top {
@@ -136,6 +255,7 @@ pub(crate) fn copy_below(
         let name_len = dst_rel.file_name().map_or(0, |n| n.len());
         walk.cost = walk.cost.saturating_add(fsutil::entry_cost(&st, name_len));
     }
+    walk.cx.within(walk.cost)?;
     Ok(walk.cost)
 }
 
@@ -151,14 +271,17 @@ struct Level {
 
 struct Walk<'a> {
     from: &'a Tree,
+    to: &'a Tree,
     opened: Option<&'a Opened>,
     /// The entry being copied, relative to the source tree: where
     /// [`Opened::mode_of`] looks, and what an error names. Only a name in
     /// memory: nothing is resolved by it.
     rel: PathBuf,
+    src_rel: &'a Path,
     dst_rel: &'a Path,
     stack: Vec<Level>,
     cost: u64,
+    cx: &'a mut Copying,
 }
 
 fn identity(fd: &impl AsFd) -> io::Result<(u64, u64)> {
@@ -194,6 +317,15 @@ impl Walk<'_> {
             p.push(c);
         }
         p
+    }
+
+    /// The copy of the entry being copied, relative to the destination
+    /// tree: where a later name of it finds it.
+    fn dst_path(&self) -> PathBuf {
+        match self.rel.strip_prefix(self.src_rel) {
+            Ok(below) => self.dst_rel.join(below),
+            Err(_) => self.dst_rel.to_path_buf(),
+        }
     }
 
     fn err(&self, source: io::Error) -> FsError {
@@ -246,15 +378,29 @@ impl Walk<'_> {
                     (from, to) = (f, t);
                     continue;
                 }
-                let cost =
-                    leaf(self.from, &from, &name, &st, mode, &to, &name).map_err(|e| match e {
+                let rel = if links::shared(&st) {
+                    self.dst_path()
+                } else {
+                    PathBuf::new()
+                };
+                let target = Target {
+                    to: self.to,
+                    dir: &to,
+                    name: &name,
+                    rel: &rel,
+                };
+                let cost = leaf(self.from, &from, &name, &st, mode, &target, self.cx).map_err(
+                    |e| match e {
                         Leaf::Io(source) => self.err(source),
                         Leaf::Unsupported(what) => FsError::Unsupported {
                             src: self.shown(),
                             what,
                         },
-                    })?;
+                        Leaf::Refused(e) => e,
+                    },
+                )?;
                 self.cost = self.cost.saturating_add(cost);
+                self.cx.within(self.cost)?;
                 self.rel.pop();
                 continue;
             }
@@ -313,6 +459,17 @@ fn finish_dir(from: &OwnedFd, to: &OwnedFd, mode: u32) -> io::Result<()> {
 enum Leaf {
     Io(io::Error),
     Unsupported(&'static str),
+    Refused(FsError),
+}
+
+/// Where a leaf is copied to: the new entry `name` of the directory `dir`
+/// of the destination tree `to`, at `rel` in it (kept for a file of
+/// several names only, whose later names link to it).
+struct Target<'a> {
+    to: &'a Tree,
+    dir: &'a OwnedFd,
+    name: &'a OsStr,
+    rel: &'a Path,
 }
 
 impl From<io::Error> for Leaf {
@@ -327,20 +484,55 @@ impl From<Errno> for Leaf {
     }
 }
 
+/// Make the new entry `dname` of `ddir` a hard link to the first copy at
+/// `first` (relative to the destination tree `to`, opened beneath it
+/// through no symbolic link; the link itself is not followed).
+fn link_to(to: &Tree, first: &Path, ddir: &OwnedFd, dname: &OsStr) -> io::Result<()> {
+    let (dir, name) = to.parent(first)?;
+    rustix::fs::linkat(&dir, name, ddir, dname, AtFlags::empty())?;
+    Ok(())
+}
+
 /// Copy the entry `sname` of the directory `sdir` (not a directory; `st`
-/// is what `lstat` showed of it) to the new entry `dname` of `ddir` with
-/// the mode `mode`, and answer what the copy costs the host.
+/// is what `lstat` showed of it) to the new entry `at` with the mode
+/// `mode`, and answer what the copy costs the host. A later name of a
+/// file copied already becomes a link to its copy, and costs its name.
 fn leaf(
     tree: &Tree,
     sdir: &OwnedFd,
     sname: &OsStr,
     st: &Stat,
     mode: u32,
-    ddir: &OwnedFd,
-    dname: &OsStr,
+    at: &Target<'_>,
+    cx: &mut Copying,
 ) -> Result<u64, Leaf> {
+    let (ddir, dname) = (at.dir, at.name);
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => {
+            let shared = links::shared(st);
+            let mut whole = false;
+            if shared {
+                if let Some(first) = cx.links.first_copy(st) {
+                    if link_to(at.to, &first, ddir, dname).is_ok() {
+                        return Ok(fsutil::name_cost(dname.len()));
+                    }
+                    // The first copy cannot be linked to (a directory
+                    // on its way shut by its mode, a link count at the
+                    // file system's most): this name is copied whole,
+                    // and counted.
+                    whole = true;
+                }
+            }
+            // A file of several names that no later name will find is
+            // counted before it is written, and refused past the slack.
+            if shared && (whole || !cx.links.record(st, at.rel)) {
+                cx.unshared = cx
+                    .unshared
+                    .saturating_add(fsutil::entry_cost(st, dname.len()));
+                if cx.unshared > cx.slack {
+                    return Err(Leaf::Refused(FsError::TooManyLinks { slack: cx.slack }));
+                }
+            }
             let src = tree.file_in(sdir, sname)?;
             let fd = rustix::fs::openat(
                 ddir,
@@ -451,4 +643,114 @@ fn copy_xattrs_at(sdir: &OwnedFd, sname: &OsStr, ddir: &OwnedFd, dname: &OsStr) 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("warden-treecopy-{tag}-{}", std::process::id()));
+        let _ = fsutil::remove_tree(&p);
+        fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// `src/a/f` (64 KiB) with names in three directories, and `src/b/o`
+    /// with two names.
+    fn linked_tree(tag: &str) -> (PathBuf, PathBuf) {
+        let top = tmp(tag);
+        let src = top.join("src");
+        for d in ["a", "b", "c/d"] {
+            fs::create_dir_all(src.join(d)).unwrap();
+        }
+        fs::write(src.join("a/f"), vec![7u8; 64 << 10]).unwrap();
+        for (i, d) in ["a", "b", "c/d"].iter().enumerate() {
+            fs::hard_link(src.join("a/f"), src.join(d).join(format!("l{i}"))).unwrap();
+        }
+        fs::write(src.join("b/o"), "other").unwrap();
+        fs::hard_link(src.join("b/o"), src.join("c/o2")).unwrap();
+        (top, src)
+    }
+
+    fn copy_with(src: &Path, dst: &Path, cx: &mut Copying) -> Result<u64, FsError> {
+        let from = Tree::layer(src).unwrap();
+        copy_new(&from, dst, None, cx)
+    }
+
+    fn bounded(entries: usize, slack: u64, limit: u64) -> Copying {
+        Copying {
+            links: Links::with_bounds(entries, 1 << 20),
+            unshared: 0,
+            slack,
+            size: limit,
+            limit,
+        }
+    }
+
+    #[test]
+    fn later_names_of_a_file_are_links_to_its_one_copy_and_cost_their_names() {
+        let (top, src) = linked_tree("links");
+        let dst = top.join("dst");
+        let size = fsutil::tree_bytes(&src).unwrap();
+        let cost = copy_with(&src, &dst, &mut Copying::of_size(size)).unwrap();
+        let f = fs::metadata(dst.join("a/f")).unwrap();
+        assert_eq!(f.nlink(), 4);
+        for l in ["a/l0", "b/l1", "c/d/l2"] {
+            assert_eq!(fs::metadata(dst.join(l)).unwrap().ino(), f.ino(), "{l}");
+        }
+        assert_eq!(
+            fs::metadata(dst.join("c/o2")).unwrap().ino(),
+            fs::metadata(dst.join("b/o")).unwrap().ino()
+        );
+        assert_eq!(fs::read(dst.join("c/d/l2")).unwrap(), vec![7u8; 64 << 10]);
+        // Priced as the measure prices the source: the data once.
+        assert_eq!(cost, size);
+        assert_eq!(fsutil::tree_bytes(&dst), Some(size));
+        assert!(size < 2 * (64 << 10), "{size}");
+        let _ = fsutil::remove_tree(&top);
+    }
+
+    #[test]
+    fn past_the_maps_bound_files_copied_whole_are_counted_and_refused_past_the_slack() {
+        let (top, src) = linked_tree("bound");
+        // Room for one inode: `a/f` is linked, `b/o` is copied whole
+        // twice, which a slack of 64 KiB takes.
+        let dst = top.join("dst");
+        copy_with(&src, &dst, &mut bounded(1, 64 << 10, u64::MAX)).unwrap();
+        assert_eq!(fs::metadata(dst.join("a/f")).unwrap().nlink(), 4);
+        assert_eq!(fs::metadata(dst.join("b/o")).unwrap().nlink(), 1);
+        // No room: the 64 KiB file's names copied whole pass the slack.
+        let dst = top.join("dst2");
+        let refused = copy_with(&src, &dst, &mut bounded(0, 64 << 10, u64::MAX));
+        assert!(
+            matches!(refused, Err(FsError::TooManyLinks { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.unwrap_err().code(),
+            Some(crate::fsutil::TOO_MANY_LINKS)
+        );
+        let _ = fsutil::remove_tree(&top);
+    }
+
+    #[test]
+    fn a_copy_that_would_write_more_than_its_bound_is_refused() {
+        let (top, src) = linked_tree("past");
+        let refused = copy_with(
+            &src,
+            &top.join("dst"),
+            &mut bounded(1 << 10, u64::MAX, 32 << 10),
+        );
+        assert!(
+            matches!(refused, Err(FsError::PastSize { .. })),
+            "{refused:?}"
+        );
+        // The same tree within its measure plus the slack is copied.
+        let size = fsutil::tree_bytes(&src).unwrap();
+        copy_with(&src, &top.join("dst2"), &mut Copying::of_size(size)).unwrap();
+        let _ = fsutil::remove_tree(&top);
+    }
 }
