@@ -667,7 +667,9 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
         recorded?;
         return Ok(0);
     }
-    let info = lock.snapshot(args.label.as_deref())?;
+    let info = lock
+        .snapshot(args.label.as_deref())
+        .map_err(super::lifecycle::copies::copy_refused)?;
     let recorded = record(
         &sb,
         WorkspaceAction::Snapshot,
@@ -689,7 +691,8 @@ pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     let lock = sb.lock()?;
     // A fork or snapshot being made of it copies the layer as it was.
     let _no_copy = warden_runtime::lifecycle::no_copy_meanwhile(&sb)?;
-    lock.restore(label)?;
+    lock.restore(label)
+        .map_err(super::lifecycle::copies::copy_refused)?;
     let recorded = record(&sb, WorkspaceAction::Restore, Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");
     recorded?;

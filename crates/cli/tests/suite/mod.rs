@@ -50,6 +50,7 @@ mod frictions;
 mod gvisor;
 mod gvisor_pause;
 mod gvisor_quota;
+mod hard_link_copies;
 mod home;
 mod host_identity;
 mod input_checks;

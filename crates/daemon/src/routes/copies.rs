@@ -147,6 +147,15 @@ fn shown(info: SavedInfo, caller: &Caller) -> Snapshot {
 
 /// A refusal of the snapshot store as a problem.
 fn refused(e: LifecycleError) -> ApiError {
+    // A copy refused for what the sandbox's tree holds (more hard links
+    // than a copy keeps as links, a tree that outgrew its measure while
+    // it was copied): the caller's input, with its reason code.
+    if let Some(code) = warden_workspace::fsutil::FsError::find(&e).and_then(|f| f.code()) {
+        if code != "unsupported_entry" {
+            return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
+                .with_reason(Some(code));
+        }
+    }
     match &e {
         LifecycleError::Saved(s) => match s {
             SavedError::NotFound(_) => ApiError::not_found(chain(&e)),

@@ -35,7 +35,18 @@ fn worded(e: lifecycle::LifecycleError) -> anyhow::Error {
         lifecycle::LifecycleError::ChangesLost { name } => anyhow::anyhow!(
             "{e}. To copy what it saved, `warden start {name}` and `warden stop {name}` first"
         ),
-        _ => e.into(),
+        _ => copy_refused(e),
+    }
+}
+
+/// A copy refused for what the tree holds carries its reason code, the
+/// same the API answers: `refused (too_many_links): ...`.
+pub(crate) fn copy_refused<E: std::error::Error + Send + Sync + 'static>(e: E) -> anyhow::Error {
+    let code = warden_workspace::fsutil::FsError::find(&e).and_then(|f| f.code());
+    let e = anyhow::Error::new(e);
+    match code {
+        Some(code) => e.context(format!("refused ({code})")),
+        None => e,
     }
 }
 
