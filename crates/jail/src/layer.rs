@@ -11,9 +11,10 @@
 //! (`user.overlay.*` marks: opaque directories, origins), hard links
 //! within the layer, and holes (a sparse file stays sparse).
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timespec, Timestamps, XattrFlags};
+use rustix::fs::{
+    AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat, Timespec, Timestamps, XattrFlags,
+};
 use rustix::io::Errno;
-use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::{self, File};
 use std::io;
@@ -21,6 +22,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use warden_workspace::links::{self, Links};
 
 /// Marks a sandbox's state while its layer exists only in memory; removed
 /// once the layer is written back. It holds the supervisor's PID, the
@@ -82,9 +84,12 @@ pub fn copy_layer(src: &Path, dst: &Path, make_readable: bool) -> Result<(), Lay
     let to = rustix::fs::open(dst, DIR, Mode::empty()).map_err(|e| at(dst)(e.into()))?;
     rustix::fs::fchmod(&to, Mode::from_raw_mode(0o700)).map_err(|e| at(dst)(e.into()))?;
     let st = rustix::fs::fstat(&from).map_err(|e| at(src)(e.into()))?;
+    let root = rustix::io::fcntl_dupfd_cloexec(&to, 0).map_err(|e| at(dst)(e.into()))?;
     let mut walk = Walk {
         make_readable,
-        links: HashMap::new(),
+        links: Links::default(),
+        unshared: 0,
+        root,
         stack: Vec::new(),
         top: src.to_path_buf(),
     };
@@ -96,11 +101,22 @@ const DIR: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
-/// Hard links of the layer waiting for their other names: the first
-/// copy's directory (held by a descriptor) and name, and how many names
-/// are still to come. Past [`MAX_LINKED`] inodes at once, a further name is copied as
-/// a file of its own (its data is kept, the sharing is not).
-const MAX_LINKED: usize = 256;
+/// What files of several names copied whole may cost one copy: past the
+/// link map's bounds ([`links::MAX_LINKED`] inodes waiting for their other
+/// names at once), or when the first copy cannot be linked to, a further
+/// name is copied as a file of its own and counted; past this the copy is
+/// refused. Before, past 256 such inodes every further name was copied
+/// whole without a bound, so the write-back of a `--disk` layer could
+/// write many times `--disk` to the host's disk.
+const UNSHARED_SLACK: u64 = 64 << 20;
+
+/// How a first copy's directory is opened again, from the copy's top:
+/// beneath it, through no link, on no other mount (no /proc is needed:
+/// the init restores before its own is mounted).
+const BENEATH: ResolveFlags = ResolveFlags::BENEATH
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::NO_MAGICLINKS)
+    .union(ResolveFlags::NO_XDEV);
 
 /// One directory being copied: the source's status (its copy gets the
 /// owner, mode and times when its content is in), both sides' identities
@@ -114,7 +130,13 @@ struct Level {
 
 struct Walk {
     make_readable: bool,
-    links: HashMap<(u64, u64), (OwnedFd, OsString, u64)>,
+    /// Hard links of the layer waiting for their other names: where the
+    /// first copy is, relative to the copy's top.
+    links: Links,
+    /// What files of several names copied whole have cost.
+    unshared: u64,
+    /// The copy's top, where a first copy is found again.
+    root: OwnedFd,
     stack: Vec<Level>,
     top: PathBuf,
 }
@@ -269,18 +291,58 @@ impl Walk {
         finish_at(to, name, st, ft == FileType::Symlink)
     }
 
+    /// The copy of `name` of the directory being copied, relative to the
+    /// copy's top.
+    fn dst_path(&self, name: &OsStr) -> PathBuf {
+        let mut p: PathBuf = self
+            .stack
+            .iter()
+            .skip(1)
+            .map(|l| l.name.as_os_str())
+            .collect();
+        p.push(name);
+        p
+    }
+
+    /// Make `name` of `to` a hard link to the first copy at `first`.
+    fn link_to(&self, first: &Path, to: &OwnedFd, name: &OsStr) -> io::Result<()> {
+        let Some(file) = first.file_name() else {
+            return Err(io::Error::other("a first copy without a name"));
+        };
+        let parent = first.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = match parent {
+            Some(p) => rustix::fs::openat2(&self.root, p, DIR, Mode::empty(), BENEATH)?,
+            None => rustix::io::fcntl_dupfd_cloexec(&self.root, 0)?,
+        };
+        rustix::fs::linkat(&dir, file, to, name, AtFlags::empty())?;
+        Ok(())
+    }
+
     /// A regular file: data (holes kept), attributes, then owner, mode
     /// and times; a further name of a hard link becomes a link again.
     fn file(&mut self, from: &OwnedFd, to: &OwnedFd, name: &OsStr, st: &Stat) -> io::Result<()> {
-        let key = (st.st_dev, st.st_ino);
-        if st.st_nlink > 1 {
-            if let Some((dir, first, left)) = self.links.get_mut(&key) {
-                rustix::fs::linkat(&*dir, first.as_os_str(), to, name, AtFlags::empty())?;
-                *left = left.saturating_sub(1);
-                if *left == 0 {
-                    self.links.remove(&key);
+        let shared = links::shared(st);
+        let mut whole = false;
+        if shared {
+            if let Some(first) = self.links.first_copy(st) {
+                if self.link_to(&first, to, name).is_ok() {
+                    return Ok(());
                 }
-                return Ok(());
+                // Its first copy's directory is shut by its mode, or
+                // the file has the most links its file system allows.
+                whole = true;
+            }
+        }
+        if shared && (whole || !self.links.record(st, &self.dst_path(name))) {
+            let size = u64::try_from(st.st_blocks)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(512);
+            self.unshared = self.unshared.saturating_add(size);
+            if self.unshared > UNSHARED_SLACK {
+                return Err(io::Error::other(format!(
+                    "the layer holds more hard-linked files than a copy keeps as links ({} at once), and copying them whole would write more than {UNSHARED_SLACK} bytes beyond the layer's own size",
+                    links::MAX_LINKED
+                )));
             }
         }
         if self.make_readable && st.st_mode & 0o400 == 0 {
@@ -307,15 +369,6 @@ impl Walk {
         copy_xattrs_fd(&src, &dst)?;
         let dst = OwnedFd::from(dst);
         finish_fd(&dst, st)?;
-        if st.st_nlink > 1 && self.links.len() < MAX_LINKED {
-            // The first copy's directory, held (no /proc is needed: the
-            // init restores before its own is mounted).
-            let dir = rustix::io::fcntl_dupfd_cloexec(to, 0)?;
-            self.links.insert(
-                key,
-                (dir, name.to_os_string(), st.st_nlink.saturating_sub(1)),
-            );
-        }
         Ok(())
     }
 }

@@ -4,5 +4,6 @@ mod cgroup_limits;
 mod deep_layer;
 mod helper_caps;
 mod landlock_rules;
+mod layer_links;
 mod netns;
 mod seccomp_rules;
