@@ -290,6 +290,20 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::Refused(_) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
             }
+            // Worded by its reason code; the message names no host path.
+            LifecycleError::Workspace { name, refused } => {
+                use warden_workspace::WorkspaceRefused;
+                let why = match &refused {
+                    WorkspaceRefused::Moved { .. } => "its workspace on the daemon's host is not the directory the sandbox was made over (it was moved or replaced since), and warden does not run a sandbox over another directory; the daemon's owner puts the sandbox's directory back at its path",
+                    WorkspaceRefused::ThroughLink { .. } => "the path of its workspace on the daemon's host goes through a symbolic link, which could lead the sandbox to another directory; the daemon's owner puts the directory itself back at that path",
+                };
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    refused.code(),
+                    format!("sandbox {name} is not started: {why}"),
+                )
+                .with_reason(Some(refused.code()))
+            }
             _ => ApiError::internal(chain(&e)),
         }
     }

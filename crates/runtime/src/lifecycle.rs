@@ -79,6 +79,16 @@ pub enum LifecycleError {
     /// saved (a start and a stop) in its own words.
     #[error("sandbox {name}: its supervisor ended before saving its layer; its unsaved changes are lost")]
     ChangesLost { name: String },
+    /// Sandbox `name`'s workspace is not the directory it was created
+    /// over (moved or replaced since), or its path goes through a link:
+    /// it is not started over whatever is at that path now. Each door
+    /// words it by its reason code ([`WorkspaceRefused::code`]).
+    #[error("sandbox {name} is not started")]
+    Workspace {
+        name: String,
+        #[source]
+        refused: warden_workspace::WorkspaceRefused,
+    },
 }
 
 impl LifecycleError {
@@ -86,6 +96,7 @@ impl LifecycleError {
     pub fn reason(&self) -> Option<&'static str> {
         match self {
             LifecycleError::ChangesLost { .. } => Some(CHANGES_LOST),
+            LifecycleError::Workspace { refused, .. } => Some(refused.code()),
             _ => None,
         }
     }
@@ -281,6 +292,12 @@ pub fn control(sb: &Sandbox) -> PathBuf {
 /// without (`LAYER: what is lost`, as its `degraded` events say), or says
 /// why it cannot.
 pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>, LifecycleError> {
+    // The workspace must be the directory the sandbox was created over,
+    // reached through no link (as a commit and a diff check it): one
+    // moved away and another put at its path is not run over. The
+    // supervisor checks it again, under the sandbox's lock, right
+    // before the backend opens it.
+    workspace_is_its_own(sb)?;
     // What sandboxes killed outright left (see `cgroup::sweep_if_due`).
     let _ = warden_jail::cgroup::sweep_if_due();
     let log_path = sb.dir().join("supervisor.log");
@@ -331,6 +348,19 @@ pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>,
     match line.strip_prefix("error: ") {
         Some(why) => Err(LifecycleError::Refused(why.to_string())),
         None => Err(LifecycleError::SupervisorDied { log: log_path }),
+    }
+}
+
+/// Whether `sb`'s workspace is still the directory it was created over
+/// (its device and inode as recorded), reached through no link.
+pub fn workspace_is_its_own(sb: &Sandbox) -> Result<(), LifecycleError> {
+    let meta = sb.meta();
+    match warden_workspace::refused_at_start(&meta.workspace, meta.workspace_id) {
+        None => Ok(()),
+        Some(refused) => Err(LifecycleError::Workspace {
+            name: sb.name().to_string(),
+            refused,
+        }),
     }
 }
 

@@ -74,6 +74,22 @@ pub(crate) fn open_checked(path: &Path, expected: Option<WorkspaceId>) -> io::Re
     Ok(fd)
 }
 
+/// What a start finds at the workspace `path` the sandbox records, with
+/// the identity it was created over (`expected`): the refusal when the
+/// directory there is not that one (moved or replaced since) or the path
+/// goes through a link; `None` when it is the sandbox's directory, and
+/// also when it cannot be opened for another reason (missing: the
+/// backend's own mount says so in its words).
+pub fn refused_at_start(path: &Path, expected: Option<WorkspaceId>) -> Option<WorkspaceRefused> {
+    match open_checked(path, expected) {
+        Ok(_) => None,
+        Err(e) => {
+            let inner = e.into_inner()?;
+            inner.downcast::<WorkspaceRefused>().ok().map(|r| *r)
+        }
+    }
+}
+
 /// Why the workspace's own directory was refused: each door words it
 /// by its stable reason code ([`WorkspaceRefused::code`]). Carried inside
 /// the `io::Error` of the operation that opened it; [`WorkspaceRefused::find`]

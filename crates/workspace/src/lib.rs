@@ -41,7 +41,9 @@ pub mod treecopy;
 mod view;
 mod wire;
 
-pub use anchor::{WorkspaceId, WorkspaceRefused, WORKSPACE_LINK, WORKSPACE_MOVED};
+pub use anchor::{
+    refused_at_start, WorkspaceId, WorkspaceRefused, WORKSPACE_LINK, WORKSPACE_MOVED,
+};
 pub use change::{is_format, printable, printable_name, printable_path};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};

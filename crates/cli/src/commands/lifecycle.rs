@@ -159,8 +159,17 @@ fn start_supervisor(sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
 fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
     // A detached supervisor's stderr is its log: what the sandbox runs
-    // without is said here, by whoever started it.
-    for d in lifecycle::start(state, sb, &exe)? {
+    // without is said here, by whoever started it. A refusal with a
+    // reason code (a workspace moved or reached through a link) begins
+    // with it, as the API's does.
+    let started = lifecycle::start(state, sb, &exe).map_err(|e| match e.reason() {
+        Some(code) => {
+            let name = sb.name().to_string();
+            anyhow::Error::new(e).context(format!("sandbox {name}: refused ({code})"))
+        }
+        None => anyhow::Error::new(e),
+    })?;
+    for d in started {
         let (layer, lost) = d.split_once(": ").unwrap_or((d.as_str(), ""));
         eprintln!("{}", resolution::degraded_line(layer, lost));
     }

@@ -96,6 +96,7 @@ mod share_modes;
 mod snapshot_bounds;
 mod snapshot_trust;
 mod snapshots;
+mod start_grants;
 mod substituted_bodies;
 mod supervisor_busy;
 mod teardown;

@@ -136,7 +136,16 @@ async fn wake(
     let mut seen = Seen::of(info);
     if seen == Seen::Paused && reboot {
         // A cold boot from its files: stopped, then started as one paused
-        // to its files is.
+        // to its files is. A token's sandbox runs again only with what
+        // the owner grants a token now: asked before the stop, so that a
+        // refusal leaves it paused as it was.
+        let (app, sid) = (e.app.clone(), id.clone());
+        sandboxes::blocking(move || {
+            let sb = app.sandbox(&sid)?;
+            crate::routes::copies::grants::may_run_again(&app, &sb)
+        })
+        .await
+        .map_err(from_api)?;
         to_files(e, &id).await?;
         seen = Seen::PausedToFiles;
     }

@@ -27,7 +27,7 @@ use crate::body::Body;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError, Problem};
 
-mod grants;
+pub(crate) mod grants;
 
 /// The most sandboxes one fork makes.
 const MAX_FORK: usize = 16;
@@ -328,7 +328,13 @@ pub async fn sandbox_from(
         let mut reserved = match &caller {
             Caller::Token(t) => {
                 let (spec, profile, bytes) = snapshot_spec(&app, &caller, &snap)?;
-                grants::still_granted(&app, &spec, profile.as_deref(), &body.name)?;
+                grants::still_granted(
+                    &app,
+                    &spec,
+                    profile.as_deref(),
+                    &body.name,
+                    grants::Again::Copy,
+                )?;
                 Some(crate::quota::reserve_from_snapshot(&app, t, &spec, bytes)?)
             }
             Caller::Owner => None,
@@ -386,7 +392,13 @@ fn copy_granted(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiErro
     let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
         ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
     })?;
-    grants::still_granted(app, &spec, sb.meta().profile.as_deref(), sb.name())
+    grants::still_granted(
+        app,
+        &spec,
+        sb.meta().profile.as_deref(),
+        sb.name(),
+        grants::Again::Copy,
+    )
 }
 
 /// What a fork of sandbox `source` carries, as its log says it.

@@ -94,7 +94,9 @@ async fn change(
         if matches!(how, Change::Resume) && lifecycle::on_disk(&sb) {
             // Paused to disk by a supervisor that is gone (killed, or the
             // host rebooted): a new one restores it, a new run held to
-            // the token's quotas as a start is.
+            // the token's quotas, and to what the owner grants a token
+            // now, as a start is.
+            super::copies::grants::may_run_again(&app, &sb)?;
             crate::quota::may_start(&app, &caller, &sb)?;
             lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe)
                 .map_err(|e| lifecycle_refusal(&id, e))?;
@@ -153,7 +155,8 @@ pub async fn pause(
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/resume", params(("id" = String, Path)),
     responses((status = 200, description = "its processes go on where they were; its TTL moved on by the time it was paused", body = SandboxInfo),
         (status = 404, body = Problem),
-        (status = 409, description = "not running, or not paused", body = Problem)),
+        (status = 403, description = "a token's VM paused to disk whose supervisor is gone (its resume is a new run), whose spec reaches the host where the owner no longer lets a token: nothing is started, its saved memory kept, at the field's pointer", body = Problem),
+        (status = 409, description = "not running, or not paused; or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over", body = Problem)),
     security(("token" = [])))]
 pub async fn resume(
     State(app): State<Arc<App>>,

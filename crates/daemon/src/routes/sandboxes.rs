@@ -266,6 +266,8 @@ pub async fn create(
 fn start_error(caller: &Caller, id: &str, e: lifecycle::LifecycleError) -> ApiError {
     match caller {
         Caller::Owner => e.into(),
+        // A refusal with a reason code is worded for any caller.
+        Caller::Token(_) if e.reason().is_some() => e.into(),
         Caller::Token(_) => {
             tracing::warn!(sandbox = id, error = %chain(&e), "a token holder's sandbox could not be started");
             let mut err = ApiError::from(e);
@@ -385,7 +387,9 @@ pub async fn get_one(
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/start", params(("id" = String, Path)),
-    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem),
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem),
+        (status = 403, description = "a token's sandbox that reaches the host where the owner no longer lets a token (a bind taken out of its profile, a secret, a workspace root given up): nothing is started, at the field's pointer", body = Problem),
+        (status = 409, description = "already running, or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over, or is reached through a link: nothing is started", body = Problem),
         (status = 429, description = "a token's sandbox, while the token holds more than a quota allows (`quota`): nothing is started", body = Problem)),
     security(("token" = [])))]
 pub async fn start(
@@ -400,8 +404,11 @@ pub async fn start(
                 "sandbox {id} is already running"
             )));
         }
-        // A token's run again is held to its quotas as its create was
-        // (a run may grow its volumes by its disk budget).
+        // A token's sandbox runs again only with what the owner grants
+        // a token now (a bind, a secret, a pinned host taken back since
+        // its create is not replayed), and within its quotas as its
+        // create was (a run may grow its volumes by its disk budget).
+        super::copies::grants::may_run_again(&app, &sb)?;
         crate::quota::may_start(&app, &caller, &sb)?;
         lifecycle::start(&app.state_dir, &sb, &app.exe)
             .map_err(|e| start_error(&caller, &id, e))?;

@@ -72,6 +72,12 @@ pub enum SuperviseError {
     },
     #[error(transparent)]
     Jail(#[from] warden_jail::JailError),
+    /// The workspace is not the directory the sandbox was created over,
+    /// or goes through a link (checked again under the sandbox's lock).
+    #[error("refused ({code}): {refused}", code = .refused.code())]
+    Workspace {
+        refused: warden_workspace::WorkspaceRefused,
+    },
 }
 
 /// Where the init's answer to one file operation goes: its errno and the
@@ -215,6 +221,14 @@ fn supervise(
     let dir = sb.dir().to_path_buf();
     if let Ok(rec) = state::read_json::<SupervisorRecord>(&dir.join(state::SUPERVISOR)) {
         state::clean_dead(&dir, &rec);
+    }
+    // Checked by whoever started this supervisor, and again here, under
+    // the sandbox's lock, right before the backend opens the workspace
+    // (by its path, through no link): the window left is between this
+    // check and that open.
+    let meta = sb.meta();
+    if let Some(r) = warden_workspace::refused_at_start(&meta.workspace, meta.workspace_id) {
+        return Err(SuperviseError::Workspace { refused: r });
     }
     let stored: Stored = state::read_json(&dir.join(state::STORED))?;
     // A VM's memory saved by a pause to disk whose supervisor was killed

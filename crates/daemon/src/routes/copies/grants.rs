@@ -17,6 +17,14 @@
 //!
 //! The owner's own copies are not checked: what the owner gave, the owner
 //! may keep in its copies (the daemon's owner is trusted).
+//!
+//! A token's sandbox that comes to run again (a start, the E2B door's
+//! connect or resume of one paused to its files, MCP's restart after a
+//! commit, the resume of a VM paused to disk whose supervisor is gone)
+//! runs its spec as it was resolved at create, as a copy would: each is
+//! held to the same check ([`may_run_again`]), whoever asks, before
+//! anything runs. A sandbox that runs (or is paused with its memory) is
+//! not checked again: what it has mounted stays until it stops.
 
 use axum::http::StatusCode;
 use std::path::Path;
@@ -27,6 +35,32 @@ use warden_runtime::resolve::{resolve_dry, Context, Input, ProfileSource};
 use crate::app::App;
 use crate::error::{spec_pointer, ApiError};
 
+/// What is asked of a spec resolved earlier: a copy of it, or a new run
+/// of its own sandbox; the refusal says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Again {
+    Copy,
+    Start,
+}
+
+impl Again {
+    /// What the spec was resolved for, as a refusal names it.
+    fn source(self) -> &'static str {
+        match self {
+            Again::Copy => "this copy's source",
+            Again::Start => "this sandbox",
+        }
+    }
+
+    /// What is not done.
+    fn outcome(self) -> &'static str {
+        match self {
+            Again::Copy => "a copy of it is not made",
+            Again::Start => "it is not started (nothing runs, nothing is kept for it)",
+        }
+    }
+}
+
 fn not_granted(field: Field, message: String) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
         .with_field(spec_pointer(field).as_deref())
@@ -34,7 +68,12 @@ fn not_granted(field: Field, message: String) -> ApiError {
 
 /// What a token creating a sandbox from `profile` (none: the host's
 /// defaults alone) is given now.
-fn granted_now(app: &App, profile: Option<&str>, id: &str) -> Result<SandboxSpec, ApiError> {
+fn granted_now(
+    app: &App,
+    profile: Option<&str>,
+    id: &str,
+    again: Again,
+) -> Result<SandboxSpec, ApiError> {
     let mut input = Input {
         profile: profile.map(|p| ProfileSource::Named(p.to_string())),
         ..Input::default()
@@ -58,8 +97,10 @@ fn granted_now(app: &App, profile: Option<&str>, id: &str) -> Result<SandboxSpec
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "the owner's profile {:?} this copy's source was made from no longer resolves for a token: a copy of it is not made",
-                profile.unwrap_or("(the host's defaults)")
+                "the owner's profile {:?} {} was made from no longer resolves for a token: {}",
+                profile.unwrap_or("(the host's defaults)"),
+                again.source(),
+                again.outcome()
             ),
         )
         .with_field(Some("/profile"))
@@ -76,14 +117,17 @@ fn in_state(app: &App, path: &Path) -> bool {
 /// Whether a copy with spec `copy`, made for a token from a source made
 /// from the owner's `profile`, reaches nothing of the host the owner (its
 /// profile, the host's defaults, the workspace roots) does not grant a
-/// token now. `id`: the copy's name (for the resolution's own names).
+/// token now. `id`: the copy's name (for the resolution's own names);
+/// `again`: what is asked (a copy, or a new run of the sandbox itself).
 pub(crate) fn still_granted(
     app: &App,
     copy: &SandboxSpec,
     profile: Option<&str>,
     id: &str,
+    again: Again,
 ) -> Result<(), ApiError> {
-    let now = granted_now(app, profile, id)?;
+    let now = granted_now(app, profile, id, again)?;
+    let (src, outcome) = (again.source(), again.outcome());
     let fs = &copy.filesystem;
     for b in &fs.binds {
         let held = now
@@ -96,7 +140,7 @@ pub(crate) fn still_granted(
             return Err(not_granted(
                 field,
                 format!(
-                    "{} is no longer bound{} by the owner's profile this copy's source was made from: a copy of it is not made",
+                    "{} is no longer bound{} by the owner's profile {src} was made from: {outcome}",
                     b.path.display(),
                     if b.writable { " read-write" } else { "" }
                 ),
@@ -113,7 +157,7 @@ pub(crate) fn still_granted(
             return Err(not_granted(
                 Field::Volumes,
                 format!(
-                    "volume {} is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made",
+                    "volume {} is no longer granted by the owner's profile {src} was made from: {outcome}",
                     v.host.display()
                 ),
             ));
@@ -123,7 +167,7 @@ pub(crate) fn still_granted(
         if !now.filesystem.caches.contains(c) {
             return Err(not_granted(
                 Field::Caches,
-                "a package cache of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made".to_string(),
+                format!("a package cache of {src} is no longer granted by the owner's profile it was made from: {outcome}"),
             ));
         }
     }
@@ -132,7 +176,7 @@ pub(crate) fn still_granted(
             return Err(not_granted(
                 Field::Rootfs,
                 format!(
-                    "root tree {} is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made",
+                    "root tree {} is no longer granted by the owner's profile {src} was made from: {outcome}",
                     r.display()
                 ),
             ));
@@ -146,7 +190,7 @@ pub(crate) fn still_granted(
             return Err(not_granted(
                 Field::Workspace,
                 format!(
-                    "workspace {} is no longer under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`), nor the owner's profile's: a copy of it is not made",
+                    "workspace {} is no longer under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`), nor the owner's profile's: {outcome}",
                     w.display()
                 ),
             ));
@@ -155,16 +199,16 @@ pub(crate) fn still_granted(
     if copy.allow_degraded && !now.allow_degraded {
         return Err(not_granted(
             Field::AllowDegraded,
-            "running degraded is no longer granted by the owner's profile this copy's source was made from: a copy of it is not made".to_string(),
+            format!("running degraded is no longer granted by the owner's profile {src} was made from: {outcome}"),
         ));
     }
     if copy.publish.iter().any(|p| !now.publish.contains(p)) {
         return Err(not_granted(
             Field::Publish,
-            "a published port of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made".to_string(),
+            format!("a published port of {src} is no longer granted by the owner's profile it was made from: {outcome}"),
         ));
     }
-    network_still_granted(&copy.network, &now.network)?;
+    network_still_granted(&copy.network, &now.network, again)?;
     let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
     crate::quota::sizes_within_host_defaults(app, crate::quota::Asked::of(copy), &profiles)
 }
@@ -172,7 +216,11 @@ pub(crate) fn still_granted(
 /// The egress parts of a copy that reach the host or carry the host's
 /// credentials: pinned hosts, private ranges, host ports, learning,
 /// upstream authorities and secrets (each to its hosts, as narrowed).
-fn network_still_granted(copy: &NetworkSpec, now: &NetworkSpec) -> Result<(), ApiError> {
+fn network_still_granted(
+    copy: &NetworkSpec,
+    now: &NetworkSpec,
+    again: Again,
+) -> Result<(), ApiError> {
     let NetworkSpec::Egress(copy) = copy else {
         return Ok(());
     };
@@ -182,7 +230,11 @@ fn network_still_granted(copy: &NetworkSpec, now: &NetworkSpec) -> Result<(), Ap
     };
     let has = |f: &dyn Fn(&warden_policy::EgressSpec) -> bool| now.is_some_and(f);
     let why = |what: &str| {
-        format!("{what} of this copy's source is no longer granted by the owner's profile it was made from: a copy of it is not made")
+        format!(
+            "{what} of {} is no longer granted by the owner's profile it was made from: {}",
+            again.source(),
+            again.outcome()
+        )
     };
     if copy.hosts.iter().any(|h| !has(&|n| n.hosts.contains(h))) {
         return Err(not_granted(Field::AddHost, why("a pinned host")));
@@ -237,4 +289,29 @@ fn network_still_granted(copy: &NetworkSpec, now: &NetworkSpec) -> Result<(), Ap
         ));
     }
     Ok(())
+}
+
+/// Whether sandbox `sb` may run again (a start, a resume from disk): a
+/// sandbox a token made is held, whoever asks, to what the owner grants
+/// a token now ([`still_granted`]), so that a stop and a start do not
+/// replay a grant the owner has taken back. The owner's own sandboxes
+/// (and the pool's, until a token claims one) are not checked.
+pub(crate) fn may_run_again(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiError> {
+    let row = app
+        .db()?
+        .sandbox(sb.name())
+        .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+    if row.and_then(|r| r.token).is_none() {
+        return Ok(());
+    }
+    let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
+        ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
+    })?;
+    still_granted(
+        app,
+        &spec,
+        sb.meta().profile.as_deref(),
+        sb.name(),
+        Again::Start,
+    )
 }
