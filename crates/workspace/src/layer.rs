@@ -277,12 +277,22 @@ impl Locked<'_> {
         let upper = sb.upper();
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;
-        match from {
-            Source::Real(real) => crate::treecopy::copy_real(real, &next)?,
+        // A copy refused half way (a bound of its own, the host's
+        // fault) leaves nothing of itself behind.
+        let copied = match &from {
+            Source::Real(real) => crate::treecopy::copy_real(real, &next),
             Source::Layer(src) => {
                 let opened = fsutil::Opened::up(src);
-                crate::treecopy::copy_layer(src, &next, &opened)?;
+                crate::treecopy::copy_layer(src, &next, &opened).map(|_| ())
             }
+            Source::Empty => Ok(()),
+        };
+        if let Err(e) = copied {
+            let _ = fsutil::remove_tree(&next);
+            return Err(e.into());
+        }
+        match from {
+            Source::Real(_) | Source::Layer(_) => {}
             Source::Empty => {
                 // An empty layer: the merged root shows the workspace's
                 // mode, read from the checked directory (a missing one:
