@@ -252,10 +252,13 @@ async def test_the_async_client_signs_urls_too() -> None:
         await s.kill()
 
 
-def test_a_sandbox_the_e2b_door_did_not_make_signs_no_url(daemon: Daemon, api_key: str) -> None:
-    # Made natively: connected to through E2B, its access token is the
-    # caller's own warden token (kept only hashed), so a URL signed with it
-    # cannot be checked, and is refused.
+def test_a_sandbox_the_e2b_door_did_not_make_signs_with_a_key_of_its_own(
+    daemon: Daemon, api_key: str
+) -> None:
+    # Made natively, connected to through E2B: the door answers a key of
+    # the sandbox's own (never the caller's warden token, which would
+    # create and list sandboxes), so a URL signed with it does what it was
+    # signed for and nothing else (test_envd_keys.py).
     # Made natively by the same token (a token reaches only the sandboxes
     # it made).
     with daemon.owner() as c:
@@ -264,11 +267,14 @@ def test_a_sandbox_the_e2b_door_did_not_make_signs_no_url(daemon: Daemon, api_ke
         sid = r.json()["id"]
     try:
         s = Sandbox.connect(sid)
-        assert s._envd_access_token == api_key
-        s.files.write("native.txt", SECRET)
+        assert s._envd_access_token != api_key
+        assert s._envd_access_token.startswith("wde_")
+        s.files.write("native.txt", b"native\n")
+        s.files.write("planted.txt", SECRET)
         status, body = get(s.download_url("native.txt"))
+        assert status == 200 and body == b"native\n", body
+        status, body = get(with_query(s.download_url("native.txt"), path="planted.txt"))
         assert status == 401 and SECRET not in body, body
-        assert b"matches no envd access token" in body
     finally:
         with daemon.owner() as c:
             c.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})

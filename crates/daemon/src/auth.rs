@@ -425,6 +425,16 @@ impl Caller {
         }
     }
 
+    /// Whose the sandboxes this caller makes are, for what warden keeps
+    /// beyond one sandbox (snapshots, a profile's caches): the owner's,
+    /// or the token's by its id.
+    pub fn owner(&self) -> warden_runtime::lifecycle::Owner<'_> {
+        match self {
+            Caller::Owner => warden_runtime::lifecycle::Owner::Machine,
+            Caller::Token(t) => warden_runtime::lifecycle::Owner::Token(&t.id),
+        }
+    }
+
     /// Whether this caller holds `scope`, itself or through a scope that
     /// grants it (the owner holds every scope).
     pub fn holds(&self, scope: Scope) -> bool {

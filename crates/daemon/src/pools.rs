@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use warden_policy::fit::AllowlistDelta;
 use warden_policy::Trust;
-use warden_runtime::lifecycle::{self, CreateRequest};
+use warden_runtime::lifecycle::{self, CreateRequest, Owner};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 use warden_workspace::Sandbox;
 
@@ -118,7 +118,7 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             // nobody.
             continue;
         }
-        let Some(delta) = fits(app, &sb, claim.input, claim.trust) else {
+        let Some(delta) = fits(app, &sb, claim.input, claim.trust, claim.caller.owner()) else {
             // Another create may fit it; a profile edited since (beyond its
             // names) makes every one stale, and the refill replaces them.
             continue;
@@ -200,7 +200,13 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
 /// sandbox can take (see [`warden_policy::fit`]: its allowed names are
 /// changed live; a disk budget nobody asked for is alike whatever its
 /// size; anything else, a new option included, makes `sb` stale).
-fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<AllowlistDelta> {
+fn fits(
+    app: &App,
+    sb: &Sandbox,
+    input: &Input,
+    trust: Trust,
+    owner: Owner<'_>,
+) -> Option<AllowlistDelta> {
     let stored = warden_runtime::state::read_json::<warden_runtime::state::Stored>(
         &sb.dir().join(warden_runtime::state::STORED),
     )
@@ -212,6 +218,7 @@ fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Allowlis
         otlp: false,
         id: sb.name(),
         trust,
+        owner,
     };
     let r = warden_runtime::resolve::resolve(input.clone(), &ctx, Some(sb)).ok()?;
     if r.sinks.audit_log != stored.sinks.audit_log {
@@ -276,6 +283,11 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
         // A pool's profile is named over the API: a plain name of the
         // catalogue, whoever asked for the pool.
         trust: Trust::Caller,
+        // Made as the owner's: a profile's caches bound in it are the
+        // owner's, so it fits the owner's creates only; a token's create
+        // of a profile with caches resolves to the token's own caches,
+        // never fits, and is made cold.
+        owner: Owner::Machine,
     };
     let input = Input {
         profile: Some(ProfileSource::Named(profile.to_string())),
@@ -333,7 +345,8 @@ pub async fn refill(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>)
                     match app.store.get(id) {
                         Ok(sb)
                             if lifecycle::liveness(&sb).running()
-                                && fits(&app, &sb, &fresh, Trust::Caller).is_some() =>
+                                && fits(&app, &sb, &fresh, Trust::Caller, Owner::Machine)
+                                    .is_some() =>
                         {
                             alive_ids.push(id.clone())
                         }

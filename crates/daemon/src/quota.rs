@@ -639,13 +639,24 @@ fn sandboxes_of(
 
 /// The disk a token's quota counts as used: its sandboxes' disk budgets,
 /// audit logs and saved VM memory, what its forks in flight reserved, its
-/// snapshots and its volumes.
+/// snapshots, its volumes and its package caches (its own, kept for its
+/// next sandboxes of each profile: measured as the host pays for them).
 fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64) -> u64 {
+    let caches = warden_runtime::lifecycle::Owner::Token(token).caches_dir(&app.state_dir);
     mine.iter()
         .map(|s| disk_of(s).saturating_add(audit_log_bytes(s)))
         .fold(reserved, u64::saturating_add)
         .saturating_add(snapshot_bytes(app, token))
         .saturating_add(crate::e2b::volume_bytes(app, token))
+        .saturating_add(cache_bytes(&caches))
+}
+
+/// The bytes a token's caches hold; none kept yet is none.
+fn cache_bytes(dir: &std::path::Path) -> u64 {
+    match dir.symlink_metadata() {
+        Ok(_) => warden_workspace::fsutil::tree_size(dir),
+        Err(_) => 0,
+    }
 }
 
 /// The bytes of disk a token's quota has room for now: what a snapshot,

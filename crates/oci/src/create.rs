@@ -171,6 +171,7 @@ fn make_sandbox(
         // handed over, and the annotations were held to the same rule
         // when they were translated.
         trust: warden_policy::Trust::Caller,
+        owner: warden_runtime::lifecycle::Owner::Machine,
     };
 
     let mut flags = t.flags.clone();

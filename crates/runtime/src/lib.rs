@@ -29,6 +29,7 @@ pub mod lifecycle;
 pub mod net;
 pub mod once;
 pub mod output;
+pub mod owner;
 pub mod peer;
 pub mod procs;
 pub mod programs;

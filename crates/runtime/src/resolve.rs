@@ -15,6 +15,7 @@ use warden_policy::{
 };
 use warden_workspace::{Layout, Sandbox, Store};
 
+use crate::owner::Owner;
 use crate::state::{self, SinkConfig};
 
 /// Where the profile comes from.
@@ -77,6 +78,10 @@ pub struct Context<'a> {
     /// everything it sent: the profile it names and the document it gives.
     /// No default: each door says it.
     pub trust: Trust,
+    /// Whose sandbox this is: the profile's caches it binds are that
+    /// owner's (the machine's owner's sandboxes share theirs, each
+    /// token's sandboxes theirs, never another's). No default either.
+    pub owner: Owner<'a>,
 }
 
 /// A spec resolved, with where its events go.
@@ -539,12 +544,14 @@ fn resolve_inner(
     if let Some(sb) = sandbox {
         placement.home_dir = Some(sb.dir().join("home"));
     }
-    // Caches are shared by the sandboxes of a profile: one directory of
-    // warden's state per profile name.
+    // Caches are shared by the sandboxes of one owner and one profile:
+    // one directory of warden's state per owner and profile name, so a
+    // token's sandbox never reads what another token's (or the owner's)
+    // wrote into a cache, nor writes what they read.
     if let (Some(state), false) = (ctx.state_dir, merged.list(Field::Caches).is_empty()) {
         placement.cache_dir = Some(
-            state
-                .join("caches")
+            ctx.owner
+                .caches_dir(state)
                 .join(cache_label(composed.name.as_deref())),
         );
     }

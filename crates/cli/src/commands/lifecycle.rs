@@ -98,6 +98,7 @@ fn with_context<T>(
         id,
         // The command line is the owner's own.
         trust: warden_policy::Trust::Owner,
+        owner: warden_runtime::lifecycle::Owner::Machine,
     };
     Ok(f(&ctx))
 }

@@ -231,6 +231,7 @@ fn resolve_as_run(name: &str, c: &Composed, defaults: &Defaults) -> Result<(), S
         id: "validate",
         // `profile validate` is the owner's, as `run --profile` is.
         trust: warden_policy::Trust::Owner,
+        owner: warden_runtime::lifecycle::Owner::Machine,
     };
     let worded = |e: ResolveError| match e {
         // Already at its place in the file.

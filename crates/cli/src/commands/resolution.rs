@@ -128,6 +128,7 @@ pub fn resolve(
         id,
         // The command line is the owner's own.
         trust: warden_policy::Trust::Owner,
+        owner: warden_runtime::lifecycle::Owner::Machine,
     };
     if input.flags.get(Field::Overlay).is_some() && sandbox.is_none() {
         // The layer is made in the store: say now if there is none.

@@ -65,6 +65,7 @@ mod mount_links;
 mod one_spec;
 mod output_budget;
 mod own_use_profiles;
+mod owner_caches;
 mod ownership;
 mod parity;
 mod pause;

@@ -4,7 +4,7 @@
 //! shape of an error, which every handler of the door answers with.
 //! Below create, lifecycle, control, copies and permit.
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -60,51 +60,54 @@ pub(super) struct Created {
 }
 
 /// The sandbox's envd access token for this caller, which the SDK sends
-/// on every sandbox call and signs file URLs with. A sandbox the E2B door
-/// made has one of its own for each token that creates or connects to it
-/// (kept by the daemon, standing for that token's power over that sandbox
-/// only: [`super::signing`]); another sandbox answers the caller's own
-/// token back, which works the same except for signed URLs.
+/// on every sandbox call and signs file URLs with: one of its own for
+/// each token that creates, connects to, resumes, forks or looks up the
+/// sandbox through the door, whatever made it (an E2B create, a copy of
+/// a native snapshot, a fork of a native sandbox, the native API), kept
+/// by the daemon and standing for that token's power over that sandbox
+/// only ([`super::signing`]). The caller's own API key is never answered
+/// back: it creates and lists sandboxes, which no sandbox's key may. A
+/// sandbox made natively gets its key when the door first answers for
+/// it: the caller already holds the token's power over it, and the key
+/// is less. When no key can be kept the call fails (500) rather than
+/// answer the API key. The owner (on the daemon's socket, with no token)
+/// is answered no key: its calls need none.
 pub(super) fn access_token(
     e: &E2b,
     caller: &Caller,
     info: &SandboxInfo,
-    headers: &HeaderMap,
-) -> String {
-    if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
-        // Bound to this sandbox's identity: a key kept for an earlier
-        // sandbox of the name is never handed out again.
-        let sb = e.app.store.get(&info.id).ok();
-        let minted =
-            sb.zip(e.app.db().ok())
-                .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
-                    Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => {
-                        Some(k.key)
-                    }
-                    Ok(_) => {
-                        let key = super::signing::new_key();
-                        (!key.is_empty())
-                            .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
-                            .flatten()
-                    }
-                    Err(_) => None,
-                });
-        if let Some(k) = minted {
-            return k;
+) -> Result<String, Box<Response>> {
+    let Caller::Token(t) = caller else {
+        return Ok(String::new());
+    };
+    // Bound to this sandbox's identity: a key kept for an earlier
+    // sandbox of the name is never handed out again.
+    let sb = e.app.store.get(&info.id).ok();
+    let minted = sb
+        .zip(e.app.db().ok())
+        .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
+            Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => Some(k.key),
+            Ok(_) => {
+                let key = super::signing::new_key();
+                (!key.is_empty())
+                    .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
+                    .flatten()
+            }
+            Err(_) => None,
+        });
+    match minted {
+        Some(k) if k.starts_with(super::signing::KEY_PREFIX) => Ok(k),
+        _ => {
+            tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept for the sandbox");
+            Err(Box::new(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "sandbox {}: no envd access token could be kept for it (the daemon's log says why); ask again",
+                    info.id
+                ),
+            )))
         }
-        tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept; answering the caller's token");
     }
-    api_key(headers)
-}
-
-/// The token the caller came with.
-fn api_key(headers: &HeaderMap) -> String {
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_string()
 }
 
 pub(super) fn template_of(info: &SandboxInfo) -> String {

@@ -15,7 +15,7 @@
 //! [`super::logs`].
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
@@ -215,14 +215,16 @@ pub async fn get_one(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
     if let Err(d) = permit(&e.app, &caller, "GET", "/v1/sandboxes/{id}", Some(&id)) {
         return d.response();
     }
     match running(&e, &id).await {
         Ok(info) => {
-            let key = access_token(&e, &caller, &info, &headers);
+            let key = match access_token(&e, &caller, &info) {
+                Ok(k) => k,
+                Err(r) => return *r,
+            };
             match detail(&e, &info, Some(key)) {
                 Ok(d) => Json(d).into_response(),
                 Err(why) => error(StatusCode::INTERNAL_SERVER_ERROR, why),

@@ -19,7 +19,7 @@
 //! whether it did and why not.
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
@@ -437,7 +437,6 @@ pub async fn fork(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     let body: ForkBody = match permitted_body(&e, &caller, "/v1/sandboxes/{id}/fork", &id, &body) {
@@ -479,13 +478,19 @@ pub async fn fork(
     let mut out = Vec::new();
     for f in forks {
         let entry = match adopt(&e, &f.id, labels.clone(), timeout).await {
-            Ok(info) => {
-                let key = super::answer::access_token(&e, &caller, &info, &headers);
-                ForkResult {
+            Ok(info) => match super::answer::access_token(&e, &caller, &info) {
+                Ok(key) => ForkResult {
                     sandbox: Some(super::answer::created(&info, key)),
                     error: None,
-                }
-            }
+                },
+                Err(_) => ForkResult {
+                    sandbox: None,
+                    error: Some(serde_json::json!({
+                        "code": 500,
+                        "message": format!("fork {}: no envd access token could be kept for it", info.id),
+                    })),
+                },
+            },
             Err(r) => ForkResult {
                 sandbox: None,
                 error: Some(serde_json::json!({

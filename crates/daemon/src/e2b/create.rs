@@ -7,7 +7,7 @@
 //! labels), and each caller's envd access token.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -404,7 +404,6 @@ fn parse(bytes: &[u8]) -> Result<NewSandbox, String> {
 pub async fn create(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     if let Err(d) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
@@ -422,10 +421,10 @@ pub async fn create(
         && super::copies::is_snapshot(&e, &caller, t).await
     {
         return match create_from_snapshot(&e, &caller, &body).await {
-            Ok(info) => {
-                let key = access_token(&e, &caller, &info, &headers);
-                (StatusCode::CREATED, Json(created(&info, key))).into_response()
-            }
+            Ok(info) => match access_token(&e, &caller, &info) {
+                Ok(key) => (StatusCode::CREATED, Json(created(&info, key))).into_response(),
+                Err(r) => *r,
+            },
             Err(r) => r,
         };
     }
@@ -468,8 +467,10 @@ pub async fn create(
     } else {
         made
     };
-    let key = access_token(&e, &caller, &info, &headers);
-    (StatusCode::CREATED, Json(created(&info, key))).into_response()
+    match access_token(&e, &caller, &info) {
+        Ok(key) => (StatusCode::CREATED, Json(created(&info, key))).into_response(),
+        Err(r) => *r,
+    }
 }
 
 #[cfg(test)]

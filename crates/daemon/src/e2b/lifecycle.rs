@@ -21,7 +21,7 @@
 //! the stop at its end is the pause.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -193,7 +193,6 @@ pub async fn connect(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     let body: ConnectBody =
@@ -220,8 +219,10 @@ pub async fn connect(
             Err(r) => return r,
         }
     };
-    let key = super::answer::access_token(&e, &caller, &info, &headers);
-    (status, Json(super::answer::created(&info, key))).into_response()
+    match super::answer::access_token(&e, &caller, &info) {
+        Ok(key) => (status, Json(super::answer::created(&info, key))).into_response(),
+        Err(r) => *r,
+    }
 }
 
 /// Move a running sandbox's timeout to `seconds` from now when that ends
@@ -263,7 +264,6 @@ pub async fn resume(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     let body: ResumeBody =
@@ -288,12 +288,14 @@ pub async fn resume(
         Ok(i) => i,
         Err(r) => return r,
     };
-    let key = super::answer::access_token(&e, &caller, &info, &headers);
-    (
-        StatusCode::CREATED,
-        Json(super::answer::created(&info, key)),
-    )
-        .into_response()
+    match super::answer::access_token(&e, &caller, &info) {
+        Ok(key) => (
+            StatusCode::CREATED,
+            Json(super::answer::created(&info, key)),
+        )
+            .into_response(),
+        Err(r) => *r,
+    }
 }
 
 /// Pause, every [`SWEEP`], each sandbox whose timeout ended and whose

@@ -460,6 +460,8 @@ impl Session {
                     } else {
                         warden_policy::Trust::Owner
                     },
+                    // Only what it allows is read, which is nobody's own.
+                    owner: warden_runtime::lifecycle::Owner::Machine,
                 };
                 match warden_runtime::resolve::resolve(input, &ctx, None) {
                     Ok(r) => describe::allows(

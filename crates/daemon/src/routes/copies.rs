@@ -268,7 +268,7 @@ fn adopt(
     // source's grants are not replayed: [`grants`]); the owner's copies
     // keep what the owner gave.
     if let Caller::Token(_) = caller {
-        if let Err(e) = copy_granted(app, sb) {
+        if let Err(e) = copy_granted(app, sb, caller) {
             let _ = lifecycle::remove(&app.store, &id, true);
             return Err(e);
         }
@@ -334,6 +334,7 @@ pub async fn sandbox_from(
                     profile.as_deref(),
                     &body.name,
                     grants::Again::Copy,
+                    caller.owner(),
                 )?;
                 Some(crate::quota::reserve_from_snapshot(&app, t, &spec, bytes)?)
             }
@@ -388,7 +389,11 @@ fn snapshot_spec(
 
 /// Whether a token's copy `sb`, just made, reaches nothing of the host
 /// the owner does not grant a token now ([`grants::still_granted`]).
-fn copy_granted(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiError> {
+fn copy_granted(
+    app: &App,
+    sb: &warden_workspace::Sandbox,
+    caller: &Caller,
+) -> Result<(), ApiError> {
     let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
         ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
     })?;
@@ -398,6 +403,7 @@ fn copy_granted(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiErro
         sb.meta().profile.as_deref(),
         sb.name(),
         grants::Again::Copy,
+        caller.owner(),
     )
 }
 
@@ -449,7 +455,7 @@ pub async fn fork(
         // the first is written: a fork that does not fit copies nothing.
         let mut reserved = match &caller {
             Caller::Token(t) => {
-                copy_granted(&app, &sb)?;
+                copy_granted(&app, &sb, &caller)?;
                 Some(crate::quota::reserve(&app, t, &sb, count as u64)?)
             }
             Caller::Owner => None,

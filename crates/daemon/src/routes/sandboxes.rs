@@ -213,6 +213,9 @@ pub async fn create(
             otlp: false,
             id: &id,
             trust: trust_of(&caller),
+            // A profile's caches are the caller's own: a token's sandboxes
+            // share theirs, never another token's or the owner's.
+            owner: caller.owner(),
         };
         let req = CreateRequest {
             workspace,

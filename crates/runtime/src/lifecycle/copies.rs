@@ -24,23 +24,7 @@ use warden_audit::WorkspaceAction;
 use warden_workspace::saved::{self, Saved, SavedInfo, StateOf};
 use warden_workspace::{CreateOptions, Layout, Sandbox, Store};
 
-/// Who makes or uses a snapshot: each owner (the machine's, each token)
-/// has its own names and sees only its own snapshots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner<'a> {
-    Machine,
-    Token(&'a str),
-}
-
-impl Owner<'_> {
-    /// As a snapshot records its owner.
-    pub fn label(&self) -> String {
-        match self {
-            Owner::Machine => "owner".to_string(),
-            Owner::Token(id) => format!("token:{id}"),
-        }
-    }
-}
+pub use crate::owner::Owner;
 
 /// The snapshots `owner` may see.
 pub fn snapshots(store: &Store, owner: Owner<'_>) -> Result<Vec<SavedInfo>, LifecycleError> {

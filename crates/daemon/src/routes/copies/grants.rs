@@ -30,6 +30,7 @@ use axum::http::StatusCode;
 use std::path::Path;
 use warden_policy::compose::Origin;
 use warden_policy::{Field, NetworkSpec, SandboxSpec, Trust};
+use warden_runtime::lifecycle::Owner;
 use warden_runtime::resolve::{resolve_dry, Context, Input, ProfileSource};
 
 use crate::app::App;
@@ -66,13 +67,14 @@ fn not_granted(field: Field, message: String) -> ApiError {
         .with_field(spec_pointer(field).as_deref())
 }
 
-/// What a token creating a sandbox from `profile` (none: the host's
-/// defaults alone) is given now.
+/// What token `owner` creating a sandbox from `profile` (none: the host's
+/// defaults alone) is given now: its own caches among the rest.
 fn granted_now(
     app: &App,
     profile: Option<&str>,
     id: &str,
     again: Again,
+    owner: Owner<'_>,
 ) -> Result<SandboxSpec, ApiError> {
     let mut input = Input {
         profile: profile.map(|p| ProfileSource::Named(p.to_string())),
@@ -91,6 +93,7 @@ fn granted_now(
         otlp: false,
         id,
         trust: Trust::Caller,
+        owner,
     };
     resolve_dry(input, &ctx).map(|r| r.spec).map_err(|_| {
         ApiError::new(
@@ -118,15 +121,20 @@ fn in_state(app: &App, path: &Path) -> bool {
 /// from the owner's `profile`, reaches nothing of the host the owner (its
 /// profile, the host's defaults, the workspace roots) does not grant a
 /// token now. `id`: the copy's name (for the resolution's own names);
-/// `again`: what is asked (a copy, or a new run of the sandbox itself).
+/// `again`: what is asked (a copy, or a new run of the sandbox itself);
+/// `owner`: the token the copy is for. A package cache is granted only as
+/// that token's own: a copy (or a start) whose spec binds another's
+/// caches (another token's, the owner's, or the one directory every
+/// token shared before caches were kept per owner) is refused.
 pub(crate) fn still_granted(
     app: &App,
     copy: &SandboxSpec,
     profile: Option<&str>,
     id: &str,
     again: Again,
+    owner: Owner<'_>,
 ) -> Result<(), ApiError> {
-    let now = granted_now(app, profile, id, again)?;
+    let now = granted_now(app, profile, id, again, owner)?;
     let (src, outcome) = (again.source(), again.outcome());
     let fs = &copy.filesystem;
     for b in &fs.binds {
@@ -301,9 +309,9 @@ pub(crate) fn may_run_again(app: &App, sb: &warden_workspace::Sandbox) -> Result
         .db()?
         .sandbox(sb.name())
         .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
-    if row.and_then(|r| r.token).is_none() {
+    let Some(token) = row.and_then(|r| r.token) else {
         return Ok(());
-    }
+    };
     let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
         ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
     })?;
@@ -313,5 +321,6 @@ pub(crate) fn may_run_again(app: &App, sb: &warden_workspace::Sandbox) -> Result
         sb.meta().profile.as_deref(),
         sb.name(),
         Again::Start,
+        Owner::Token(&token),
     )
 }

@@ -1,0 +1,374 @@
+//! What warden keeps beyond one sandbox is its owner's: a profile's
+//! package caches are shared by one owner's sandboxes only (the machine's
+//! owner's, or one token's), and the E2B door's envd access token is a
+//! key of the sandbox's own whatever made the sandbox, never the caller's
+//! API key. Through the real daemon over real HTTP, two tokens.
+
+use crate::common::daemon::*;
+use crate::common::*;
+use std::path::Path;
+
+/// The owner's catalogue with profile `cachy`, which keeps pip's cache.
+fn profile_with_cache(config: &Path) {
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("cachy.yaml"),
+        "description: installs with a kept pip cache\nfilesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+}
+
+const WHEEL: &str = "~/.cache/pip/wheels/evil-1.0-py3-none-any.whl";
+
+fn stdout_of(b: &str) -> String {
+    json(b)["stdout"].as_str().unwrap_or_default().to_string()
+}
+
+/// Sandbox `name` of profile `cachy`, made through `t`.
+fn make(t: &impl Fn(&str, &str, Option<&str>) -> (u16, String), name: &str) {
+    let body = format!(r#"{{"name":"{name}","profile":"cachy"}}"#);
+    let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
+    assert_eq!(s, 201, "{b}");
+}
+
+/// Every path under `dir`, as text.
+fn paths_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            out.push(e.path().display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Finding (review 16, 2): alice's sandbox of the owner's profile wrote
+/// a wheel into pip's cache; when it stopped, the wheel was merged into
+/// `STATE/caches/PROFILE/`, the one directory every sandbox of that
+/// profile binds, and bob's sandbox (another token) read it:
+/// PLANTED-BY-ALICE. A cache is now its owner's: each token's sandboxes
+/// share one of their own (named by the token's id in hexadecimal, never
+/// its secret), the owner's sandboxes theirs; bob and the owner see
+/// nothing of alice's, and alice's next sandbox still finds what her
+/// first kept (the feature holds).
+#[test]
+fn a_token_s_cache_is_shared_by_its_own_sandboxes_and_never_read_by_another_token_s() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("owner-caches");
+    let config = state.path().join("config");
+    profile_with_cache(&config);
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let alice_token = api_token(&d, "alice", WORKER_SCOPES, None);
+    let alice = calls_as(&d, alice_token.clone());
+    let bob_token = api_token(&d, "bob", WORKER_SCOPES, None);
+    let bob = calls_as(&d, bob_token.clone());
+    let read = format!(r#"{{"shell":"cat {WHEEL} 2>/dev/null; true"}}"#);
+
+    make(&alice, "pa");
+    let plant = format!(
+        r#"{{"shell":"mkdir -p ~/.cache/pip/wheels && echo PLANTED-BY-ALICE > {WHEEL} && cat {WHEEL}"}}"#
+    );
+    let (s, b) = alice("POST", "/v1/sandboxes/pa/exec", Some(&plant));
+    assert_eq!(s, 200, "{b}");
+    assert!(stdout_of(&b).contains("PLANTED-BY-ALICE"), "{b}");
+    // Its writes reach the cache when it stops.
+    let (s, b) = alice("POST", "/v1/sandboxes/pa/stop", None);
+    assert_eq!(s, 200, "{b}");
+
+    // Alice's next sandbox of the profile finds what her first kept.
+    make(&alice, "pa2");
+    let (s, b) = alice("POST", "/v1/sandboxes/pa2/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(
+        stdout_of(&b).contains("PLANTED-BY-ALICE"),
+        "the owner's own sandboxes no longer share its cache: {b}"
+    );
+
+    // Bob's sandbox of the same profile reads nothing of it.
+    make(&bob, "pb");
+    let (s, b) = bob("POST", "/v1/sandboxes/pb/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(
+        !stdout_of(&b).contains("PLANTED"),
+        "bob's sandbox read alice's wheel: {b}"
+    );
+    // Nor does the owner's.
+    let body = r#"{"name":"po","profile":"cachy"}"#;
+    let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(body), None);
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(&d, "POST", "/v1/sandboxes/po/exec", Some(&read), None);
+    assert_eq!(s, 200, "{b}");
+    assert!(
+        !stdout_of(&b).contains("PLANTED"),
+        "the owner's sandbox read alice's wheel: {b}"
+    );
+
+    // On disk: alice's wheel is in one directory, not the owner's, and
+    // no path names a token's secret.
+    let root = state.path().join("warden");
+    let paths = paths_under(&root);
+    let wheels: Vec<&String> = paths
+        .iter()
+        .filter(|p| p.ends_with("evil-1.0-py3-none-any.whl") && !p.contains("/sandboxes/"))
+        .collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    assert!(wheels[0].contains("/token-caches/"), "{wheels:?}");
+    assert!(!root.join("caches/cachy/pip/pip/wheels").exists());
+    for t in [&alice_token, &bob_token] {
+        let secret = t.rsplit('_').next().unwrap();
+        assert!(
+            paths.iter().all(|p| !p.contains(secret)),
+            "a path holds a token's secret"
+        );
+    }
+    for (t, name) in [(&alice, "pa2"), (&bob, "pb")] {
+        let _ = t("DELETE", &format!("/v1/sandboxes/{name}?force=true"), None);
+    }
+    let _ = alice("DELETE", "/v1/sandboxes/pa?force=true", None);
+    let _ = call(&d, "DELETE", "/v1/sandboxes/po?force=true", None, None);
+}
+
+/// A warm pool's sandboxes are made as the owner's, with the owner's
+/// caches bound: handed to a token, one would give the token the owner's
+/// cache (and the token's writes to the owner's next sandboxes). A
+/// token's create of a pooled profile with caches resolves to the
+/// token's own caches, never fits a pooled sandbox, and is made cold;
+/// the owner's create still takes one warm.
+#[test]
+fn a_pooled_sandbox_with_the_owner_s_caches_is_never_handed_to_a_token() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("owner-caches-pool");
+    let config = state.path().join("config");
+    profile_with_cache(&config);
+    // The owner's cache holds what the owner's sandboxes kept.
+    let owners = state.path().join("warden/caches/cachy/pip/pip/wheels");
+    std::fs::create_dir_all(&owners).unwrap();
+    std::fs::write(owners.join("owners-1.0-py3-none-any.whl"), "OWNERS-OWN\n").unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--pool", "cachy=1"],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
+    let pooled = || -> Vec<String> {
+        sandboxes_on_disk(state.path())
+            .into_iter()
+            .filter(|n| n.starts_with("sb-"))
+            .collect()
+    };
+    let ready = || {
+        pooled().len() == 1
+            && pooled().iter().all(|id| {
+                sandbox_dir(state.path(), id)
+                    .join("supervisor.json")
+                    .exists()
+            })
+    };
+    wait_until(
+        "the pool is full",
+        std::time::Duration::from_secs(60),
+        ready,
+    );
+    let in_pool = pooled();
+    let t = calls_as(&d, api_token(&d, "tok", WORKER_SCOPES, None));
+    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"profile":"cachy"}"#));
+    assert_eq!(s, 201, "{b}");
+    let id = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(!in_pool.contains(&id), "the token was handed pooled {id}");
+    let read = r#"{"shell":"cat ~/.cache/pip/wheels/*.whl 2>/dev/null; true"}"#;
+    let (s, b) = t("POST", &format!("/v1/sandboxes/{id}/exec"), Some(read));
+    assert_eq!(s, 200, "{b}");
+    assert!(!stdout_of(&b).contains("OWNERS-OWN"), "{b}");
+    // The owner's create is served warm, with the owner's cache.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"cachy"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let own = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(in_pool.contains(&own), "{own} is not {in_pool:?}");
+    let (s, b) = call(
+        &d,
+        "POST",
+        &format!("/v1/sandboxes/{own}/exec"),
+        Some(read),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(stdout_of(&b).contains("OWNERS-OWN"), "{b}");
+    let _ = t("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
+    let _ = call(
+        &d,
+        "DELETE",
+        &format!("/v1/sandboxes/{own}?force=true"),
+        None,
+        None,
+    );
+}
+
+/// One exchange with the E2B door: status and body.
+fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
+    let url = format!("http://{addr}{path}");
+    exchange(method, &url, &[("x-api-key", key)], body, &[])
+}
+
+/// The sandboxes an E2B answer names, with the envd access token each
+/// was answered with (a fork answers one entry per sandbox made).
+fn answers(what: &str, s: u16, b: &str) -> Vec<(String, String)> {
+    assert!(s == 200 || s == 201, "{what}: {s} {b}");
+    let v = json(b);
+    let one = |v: &serde_json::Value| {
+        (
+            v["sandboxID"].as_str().unwrap_or_default().to_string(),
+            v["envdAccessToken"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    match v.as_array() {
+        Some(list) => list.iter().map(|e| one(&e["sandbox"])).collect(),
+        None => vec![one(&v)],
+    }
+}
+
+/// Finding (review 16, 4): a sandbox the E2B door made from a snapshot of
+/// a natively made sandbox (and an E2B fork of one) carried no E2B label,
+/// and the door answered the caller's API key (`wdn_...`) as its
+/// `envdAccessToken`: a "sandbox" credential that then created sandboxes
+/// and listed all of the token's. Every answer of the door now carries a
+/// key of the sandbox's own (`wde_...`), whatever made the sandbox:
+/// create from a native snapshot, fork of a native sandbox, connect to
+/// and look up a natively made one; none is the API key, and none
+/// creates or lists sandboxes.
+#[test]
+fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_key() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("e2b-own-key");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+    let key = api_token(
+        &d,
+        "e2b",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        None,
+    );
+    let native = calls_as(&d, key.clone());
+    let (s, b) = native(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"n1","ttl_seconds":600}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = native(
+        "POST",
+        "/v1/sandboxes/n1/snapshots",
+        Some(r#"{"name":"nsnap"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+
+    let mut answered: Vec<(String, String)> = Vec::new();
+    let mut take = |what: &str, s: u16, b: &str| answered.extend(answers(what, s, b));
+    // Create from the native snapshot.
+    let (s, b) = e2b(
+        &addr,
+        "POST",
+        "/sandboxes",
+        &key,
+        Some(r#"{"templateID":"nsnap","timeout":600}"#),
+    );
+    let first = answers("create from a native snapshot", s, &b);
+    let from_snap = first[0].0.clone();
+    take("create from a native snapshot", s, &b);
+    let (s, b) = e2b(
+        &addr,
+        "POST",
+        &format!("/sandboxes/{from_snap}/connect"),
+        &key,
+        Some(r#"{"timeout":600}"#),
+    );
+    take("connect to it", s, &b);
+    // Connect to, look up and fork the natively made sandbox.
+    let (s, b) = e2b(
+        &addr,
+        "POST",
+        "/sandboxes/n1/connect",
+        &key,
+        Some(r#"{"timeout":600}"#),
+    );
+    take("connect to a native sandbox", s, &b);
+    let (s, b) = e2b(&addr, "GET", "/sandboxes/n1", &key, None);
+    take("look up a native sandbox", s, &b);
+    let (s, b) = e2b(&addr, "POST", "/sandboxes/n1/fork", &key, Some("{}"));
+    take("fork a native sandbox", s, &b);
+
+    assert!(answered.len() >= 5, "{answered:?}");
+    for (id, k) in &answered {
+        assert!(!id.is_empty(), "{answered:?}");
+        assert_ne!(k, &key, "sandbox {id} was answered the caller's API key");
+        assert!(k.starts_with("wde_"), "sandbox {id}: {k:?}");
+        // The key is the sandbox's: it creates nothing and lists nothing.
+        let (s, b) = e2b(
+            &addr,
+            "POST",
+            "/sandboxes",
+            k,
+            Some(r#"{"templateID":"base","timeout":60}"#),
+        );
+        assert_eq!(s, 401, "sandbox {id}'s key created a sandbox: {b}");
+        let (s, b) = e2b(&addr, "GET", "/v2/sandboxes", k, None);
+        assert_eq!(s, 401, "sandbox {id}'s key listed sandboxes: {b}");
+    }
+    // One sandbox answers one key to one token: the connect repeats
+    // the create's.
+    assert_eq!(answered[0], answered[1]);
+    // And it works where it is meant to: the sandbox's own calls.
+    let (s, b) = exchange(
+        "GET",
+        &format!("http://{addr}/health"),
+        &[
+            ("x-access-token", answered[2].1.as_str()),
+            ("e2b-sandbox-id", "n1"),
+        ],
+        None,
+        &[],
+    );
+    assert!(
+        s == 200 || s == 204,
+        "the key of n1 is not taken for n1: {s} {b}"
+    );
+    let (s, b) = exchange(
+        "GET",
+        &format!("http://{addr}/health"),
+        &[
+            ("x-access-token", answered[2].1.as_str()),
+            ("e2b-sandbox-id", from_snap.as_str()),
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(s, 401, "the key of n1 was taken for another sandbox: {b}");
+    let mut ids: Vec<String> = answered.iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let _ = native("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
+    }
+}

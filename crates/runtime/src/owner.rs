@@ -1,0 +1,78 @@
+//! Whose a sandbox is, for what warden keeps on its owner's behalf beyond
+//! one sandbox: snapshots (each owner has its own names and sees only its
+//! own) and a profile's package caches (the owner's sandboxes share
+//! theirs; each token's sandboxes share theirs, never another's). The
+//! doors say who: the machine's owner (the CLI, the OCI verbs, the
+//! daemon's socket) or a token of the daemon's, by its id; a door never
+//! invents another identity. This module only names; it makes nothing.
+
+use std::path::{Path, PathBuf};
+
+/// Who makes or uses a sandbox, a snapshot or a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner<'a> {
+    Machine,
+    /// A token of the daemon's, by its id (never its secret).
+    Token(&'a str),
+}
+
+impl Owner<'_> {
+    /// As a snapshot records its owner.
+    pub fn label(&self) -> String {
+        match self {
+            Owner::Machine => "owner".to_string(),
+            Owner::Token(id) => format!("token:{id}"),
+        }
+    }
+
+    /// The directory of this owner's package caches in warden's state
+    /// `state`, one directory per profile below it: the machine's owner's
+    /// in `caches/` (where they always were), each token's in
+    /// `token-caches/` under a name of its own. The name is the token's id
+    /// in hexadecimal, byte by byte: one id gives one name, two ids never
+    /// the same one, and nothing an id holds (a `/`, a `..`) is a path.
+    pub fn caches_dir(&self, state: &Path) -> PathBuf {
+        match self {
+            Owner::Machine => state.join("caches"),
+            Owner::Token(id) => {
+                let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+                state.join("token-caches").join(format!("t{hex}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_token_has_caches_of_its_own_and_none_is_the_owner_s() {
+        let state = Path::new("/st");
+        let dirs: Vec<PathBuf> = [
+            Owner::Machine,
+            Owner::Token("fe6203fe09ea"),
+            Owner::Token("54809aba4baa"),
+            Owner::Token("../caches"),
+            Owner::Token(""),
+        ]
+        .iter()
+        .map(|o| o.caches_dir(state))
+        .collect();
+        assert_eq!(dirs[0], Path::new("/st/caches"));
+        assert_eq!(
+            dirs[1],
+            Path::new("/st/token-caches/t666536323033666530396561")
+        );
+        for (i, a) in dirs.iter().enumerate() {
+            // One directory under the state's, nothing climbing out.
+            assert!(a.starts_with(state));
+            assert!(a
+                .components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir)));
+            for b in &dirs[i + 1..] {
+                assert!(!a.starts_with(b) && !b.starts_with(a), "{a:?} {b:?}");
+            }
+        }
+    }
+}
