@@ -221,6 +221,63 @@ fn a_pooled_sandbox_with_the_owner_s_caches_is_never_handed_to_a_token() {
     );
 }
 
+/// A token's sandbox made before caches were kept per owner binds the
+/// one directory every token's sandbox of the profile shared
+/// (`STATE/caches/PROFILE`): its spec, kept since its create, would bind
+/// it again at each start and in each copy. Both are held to what the
+/// owner grants that token now, its own caches only: refused (403 at the
+/// caches' pointer), nothing started or made, and the shared directory's
+/// wheel stays unread.
+#[test]
+fn a_token_s_sandbox_made_with_the_shared_cache_is_not_started_or_copied_with_it() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("owner-caches-old");
+    let config = state.path().join("config");
+    profile_with_cache(&config);
+    let shared = state.path().join("warden/caches/cachy/pip/pip/wheels");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(
+        shared.join("evil-1.0-py3-none-any.whl"),
+        "PLANTED-BY-ALICE\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let t = calls_as(&d, api_token(&d, "bob", WORKER_SCOPES, None));
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"old","profile":"cachy","start":false}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    // Its kept spec as a create before this change wrote it.
+    let stored = sandbox_dir(state.path(), "old").join("sandbox.json");
+    let text = std::fs::read_to_string(&stored).unwrap();
+    let own = state.path().join("warden/token-caches");
+    let own = own.to_str().unwrap();
+    assert!(text.contains(own), "{text}");
+    let start = text.find(own).unwrap();
+    let end = start + text[start..].find("/cachy/").unwrap();
+    let old = text.replace(
+        &text[start..end],
+        state.path().join("warden/caches").to_str().unwrap(),
+    );
+    std::fs::write(&stored, old).unwrap();
+
+    let (s, b) = t("POST", "/v1/sandboxes/old/start", None);
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/filesystem/caches", "{b}");
+    let (s, b) = t("POST", "/v1/sandboxes/old/fork", Some(r#"{"count":1}"#));
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/filesystem/caches", "{b}");
+    assert!(!sandbox_dir(state.path(), "old-fork-1").exists());
+    let (s, b) = t("GET", "/v1/sandboxes/old", None);
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["state"], "stopped", "{b}");
+    let _ = t("DELETE", "/v1/sandboxes/old?force=true", None);
+}
+
 /// One exchange with the E2B door: status and body.
 fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
     let url = format!("http://{addr}{path}");
