@@ -159,3 +159,50 @@ fn a_fork_and_snapshots_of_a_file_with_forty_links_hold_it_once_with_its_links()
     one_inode(&own.join("upper"), "g", "k");
     assert!(disk_used(&root) < before + LAYER_FILE + (1 << 20));
 }
+
+#[test]
+fn a_tokens_snapshot_of_a_file_with_forty_links_is_charged_and_kept_as_one_file() {
+    use crate::common::daemon::{curl_available, json, worker, Daemon};
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("hl-token");
+    let d = Daemon::start(state.path(), true);
+    let t = worker(&d, "linker");
+    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"tl"}"#));
+    assert_eq!(s, 201, "{b}");
+    let make = format!(
+        r#"{{"shell":"cd ~ && head -c {HOME_FILE} /dev/urandom > f && for i in $(seq 1 40); do ln f h$i; done; cd /workspace && head -c {LAYER_FILE} /dev/urandom > g && for i in $(seq 1 40); do ln g k$i; done"}}"#
+    );
+    let (s, b) = t("POST", "/v1/sandboxes/tl/exec", Some(&make));
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/tl/snapshots",
+        Some(r#"{"name":"hl"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    // What the token is charged for it: the two files once, not 41 times.
+    let bytes = json(&b)["bytes"].as_u64().unwrap();
+    assert!(
+        (HOME_FILE + LAYER_FILE..ONE_COPY).contains(&bytes),
+        "the snapshot is charged {bytes} bytes"
+    );
+    let kept = std::fs::read_dir(state.path().join("warden/saved"))
+        .unwrap()
+        .flatten()
+        .map(|space| space.path().join("hl"))
+        .find(|p| p.is_dir())
+        .expect("the token's snapshot on disk");
+    one_inode(&kept.join("home"), "f", "h");
+    one_inode(&kept.join("upper"), "g", "k");
+    let (s, b) = t("POST", "/v1/sandboxes/tl/fork", Some(r#"{"count":1}"#));
+    assert_eq!(s, 201, "{b}");
+    let fork = json(&b)["sandboxes"][0]["id"]
+        .as_str()
+        .expect("the fork's id")
+        .to_string();
+    let dir = sandbox_dir(state.path(), &fork);
+    one_inode(&dir.join("home"), "f", "h");
+    one_inode(&dir.join("upper"), "g", "k");
+}
