@@ -190,6 +190,12 @@ pub struct FilesystemSpec {
     /// (`filesystem.volumes`), after every other bind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeMount>,
+    /// The identity (device, inode) the directory at `workspace` must
+    /// have: a named sandbox's, recorded when it was created, set by its
+    /// supervisor for each start (never stored, never set by a door). The
+    /// backend compares it on the very descriptor it mounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_identity: Option<(u64, u64)>,
 }
 
 impl FilesystemSpec {
@@ -444,6 +450,8 @@ mod tests {
                     inside: "/mnt/data".into(),
                     writable: false,
                 }],
+
+                workspace_identity: Some((64768, 1 << 40)),
             },
             resources: ResourceSpec {
                 memory: Limit {

@@ -279,6 +279,7 @@ mod tests {
             workdir: None,
             disk: None,
             volumes: vec![],
+            workspace_identity: None,
         };
         let real = std::fs::canonicalize(&real).unwrap();
         assert!(binds(&spec(real.clone())).is_ok());
@@ -326,6 +327,7 @@ mod tests {
             workdir: None,
             disk: None,
             volumes: vec![],
+            workspace_identity: None,
         };
         let (_, params) = binds(&fs).unwrap();
         let hides: Vec<PathBuf> = params

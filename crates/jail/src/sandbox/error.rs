@@ -34,6 +34,14 @@ pub enum JailError {
         path: PathBuf,
         target: PathBuf,
     },
+    /// The directory at the workspace's path is not the one the sandbox
+    /// was created over (reason code `workspace_moved`).
+    #[error("refused (workspace_moved): workspace {path} is not the directory the sandbox was created over (device {} inode {} then, device {} inode {} now): it was moved or replaced since; warden does not run a sandbox over another directory: put the sandbox's directory back at that path", .want.0, .want.1, .found.0, .found.1)]
+    WorkspaceMoved {
+        path: PathBuf,
+        want: (u64, u64),
+        found: (u64, u64),
+    },
     #[error("`filesystem.rootfs` {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
     BadRootfs(PathBuf),
     #[error("cannot create the sandbox's namespaces ({errno:?}): {why}. Without them {lost}; give `allow_degraded` to run that way anyway")]

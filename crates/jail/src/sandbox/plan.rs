@@ -57,7 +57,7 @@ pub(super) fn host_plan(
     };
     let (workspace, workspace_fd) = match fs.workspace.as_deref() {
         Some(w) => {
-            let (path, fd, owner) = open_workspace(w)?;
+            let (path, fd, owner) = open_workspace(w, fs.workspace_identity)?;
             (Some(path), Some((fd, owner)))
         }
         None => (None, None),
@@ -220,8 +220,13 @@ fn rootfs_plan(r: &Path, root_mode: bool) -> Result<RootfsPlan, JailError> {
 }
 
 /// The workspace `w`, resolved through no link and checked to be a
-/// directory: its path, its descriptor and its owner.
-fn open_workspace(w: &Path) -> Result<(PathBuf, OwnedFd, (u32, u32)), JailError> {
+/// directory (and, when `expected` is given, that very directory, by its
+/// device and inode): its path, its descriptor (what gets mounted) and
+/// its owner.
+fn open_workspace(
+    w: &Path,
+    expected: Option<(u64, u64)>,
+) -> Result<(PathBuf, OwnedFd, (u32, u32)), JailError> {
     let (path, fd) = resolve_host_path("`filesystem.workspace`", w)?;
     let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
         what: "`filesystem.workspace`",
@@ -233,6 +238,10 @@ fn open_workspace(w: &Path) -> Result<(PathBuf, OwnedFd, (u32, u32)), JailError>
             what: "`filesystem.workspace`",
             path,
         });
+    }
+    let found = (st.st_dev, st.st_ino);
+    if let Some(want) = expected.filter(|w| *w != found) {
+        return Err(JailError::WorkspaceMoved { path, want, found });
     }
     Ok((path, fd, (st.st_uid, st.st_gid)))
 }
@@ -529,7 +538,7 @@ fn clone_tree(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, JailError> {
 
 #[cfg(test)]
 mod tests {
-    use super::disk_on_this_kernel;
+    use super::{disk_on_this_kernel, open_workspace, JailError};
 
     #[test]
     fn a_disk_limit_needs_linux_6_6_and_an_asked_one_is_refused_before() {
@@ -551,5 +560,26 @@ mod tests {
         );
         assert!(disk_on_this_kernel(Some(9), true, "6.1.0").is_err());
         assert_eq!(disk_on_this_kernel(None, false, "5.4.0").ok(), Some(None));
+    }
+
+    #[test]
+    fn a_workspace_whose_directory_is_not_the_recorded_one_is_refused_on_the_descriptor_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = std::fs::canonicalize(dir.path()).unwrap().join("w");
+        std::fs::create_dir(&w).unwrap();
+        let st = nix::sys::stat::stat(&w).unwrap();
+        let own = (st.st_dev, st.st_ino);
+        assert!(open_workspace(&w, Some(own)).is_ok());
+        assert!(open_workspace(&w, None).is_ok());
+        // Moved away, another directory made at its path.
+        std::fs::rename(&w, w.with_extension("old")).unwrap();
+        std::fs::create_dir(&w).unwrap();
+        match open_workspace(&w, Some(own)) {
+            Err(JailError::WorkspaceMoved { want, found, .. }) => {
+                assert_eq!(want, own);
+                assert_ne!(found, own);
+            }
+            other => panic!("not refused: {:?}", other.map(|(p, _, _)| p)),
+        }
     }
 }

@@ -196,6 +196,7 @@ impl Layer {
                 workdir,
                 disk,
                 volumes,
+                workspace_identity: None,
             },
             resources: ResourceSpec {
                 memory: limits.memory,

@@ -223,9 +223,10 @@ fn supervise(
         state::clean_dead(&dir, &rec);
     }
     // Checked by whoever started this supervisor, and again here, under
-    // the sandbox's lock, right before the backend opens the workspace
-    // (by its path, through no link): the window left is between this
-    // check and that open.
+    // the sandbox's lock, before the backend opens the workspace (by its
+    // path, through no link): the process backend compares the
+    // descriptor it then mounts too (below); the VM and gVisor backends
+    // open the path again after this check.
     let meta = sb.meta();
     if let Some(r) = warden_workspace::refused_at_start(&meta.workspace, meta.workspace_id) {
         return Err(SuperviseError::Workspace { refused: r });
@@ -256,6 +257,13 @@ fn supervise(
     // The spec's --timeout is the sandbox's hard lifetime: kept here (not
     // given to the jail), so that the execs it cuts short are told 124.
     let mut spec = stored.spec.clone();
+    // The backend compares the workspace it mounts, on the descriptor it
+    // mounts, with the identity recorded at create (the process backend;
+    // the others by the check above).
+    spec.filesystem.workspace_identity = meta
+        .workspace_id
+        .filter(|_| spec.filesystem.workspace.as_deref() == Some(meta.workspace.as_path()))
+        .map(|w| (w.dev, w.ino));
     // What was changed live in earlier starts (`warden egress`, the API,
     // "always" answers) holds in this one too.
     crate::allowlist::apply_saved(&dir, &mut spec);
