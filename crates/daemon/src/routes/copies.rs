@@ -150,7 +150,12 @@ fn refused(e: LifecycleError) -> ApiError {
     // A copy refused for what the sandbox's tree holds (more hard links
     // than a copy keeps as links, a tree that outgrew its measure while
     // it was copied): the caller's input, with its reason code.
-    if let Some(code) = warden_workspace::fsutil::FsError::find(&e).and_then(|f| f.code()) {
+    let copy = match &e {
+        LifecycleError::Saved(s) => warden_workspace::fsutil::FsError::find(s),
+        LifecycleError::Store(s) => warden_workspace::fsutil::FsError::find(s),
+        _ => None,
+    };
+    if let Some(code) = copy.and_then(|f| f.code()) {
         if code != "unsupported_entry" {
             return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
                 .with_reason(Some(code));
@@ -520,4 +525,36 @@ pub async fn fork(
             memory_why: memory.err(),
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_workspace::fsutil::{FsError, COPY_PAST_SIZE, TOO_MANY_LINKS};
+
+    #[test]
+    fn a_copy_refused_for_its_trees_links_or_growth_is_a_422_with_its_reason_code() {
+        for (fs, code) in [
+            (FsError::TooManyLinks { slack: 64 << 20 }, TOO_MANY_LINKS),
+            (
+                FsError::PastSize {
+                    size: 1 << 20,
+                    limit: 2 << 20,
+                },
+                COPY_PAST_SIZE,
+            ),
+        ] {
+            let e = refused(LifecycleError::Saved(SavedError::Fs(fs)));
+            assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+            assert_eq!(e.problem.reason.as_deref(), Some(code));
+        }
+        // A socket in the tree keeps its own code.
+        let e = refused(LifecycleError::Saved(SavedError::Fs(
+            FsError::Unsupported {
+                src: "s".into(),
+                what: "a socket",
+            },
+        )));
+        assert_eq!(e.problem.code, "unsupported_entry");
+    }
 }

@@ -35,19 +35,34 @@ fn worded(e: lifecycle::LifecycleError) -> anyhow::Error {
         lifecycle::LifecycleError::ChangesLost { name } => anyhow::anyhow!(
             "{e}. To copy what it saved, `warden start {name}` and `warden stop {name}` first"
         ),
-        _ => copy_refused(e),
+        // The runtime's error carries the store's transparently: opened
+        // here, as its `source` skips it.
+        lifecycle::LifecycleError::Saved(s) => with_code(copy_code(s), e),
+        lifecycle::LifecycleError::Store(s) => with_code(copy_code(s), e),
+        _ => e.into(),
+    }
+}
+
+/// The reason code of a copy refused for what its tree holds, if `e` is one.
+fn copy_code(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    warden_workspace::fsutil::FsError::find(e).and_then(|f| f.code())
+}
+
+fn with_code<E: std::error::Error + Send + Sync + 'static>(
+    code: Option<&'static str>,
+    e: E,
+) -> anyhow::Error {
+    let e = anyhow::Error::new(e);
+    match code {
+        Some(code) => e.context(format!("refused ({code})")),
+        None => e,
     }
 }
 
 /// A copy refused for what the tree holds carries its reason code, the
 /// same the API answers: `refused (too_many_links): ...`.
 pub(crate) fn copy_refused<E: std::error::Error + Send + Sync + 'static>(e: E) -> anyhow::Error {
-    let code = warden_workspace::fsutil::FsError::find(&e).and_then(|f| f.code());
-    let e = anyhow::Error::new(e);
-    match code {
-        Some(code) => e.context(format!("refused ({code})")),
-        None => e,
-    }
+    with_code(copy_code(&e), e)
 }
 
 pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
@@ -72,7 +87,7 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
         SnapshotsCommand::Ls { json } => {
             let list = lifecycle::snapshots(&store, Owner::Machine)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                println!("{}", warden_audit::json::to_string_pretty(&list)?);
                 return Ok(0);
             }
             println!(
@@ -180,4 +195,32 @@ pub fn fork(name: &str, count: usize) -> anyhow::Result<u8> {
         println!("{}", m.name());
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_workspace::fsutil::FsError;
+
+    #[test]
+    fn a_copy_refused_for_its_trees_links_or_growth_leads_with_its_reason_code() {
+        let e = worded(lifecycle::LifecycleError::Saved(
+            warden_workspace::saved::SavedError::Fs(FsError::TooManyLinks { slack: 1 }),
+        ));
+        assert!(
+            format!("{e:#}").starts_with("refused (too_many_links): "),
+            "{e:#}"
+        );
+        let e = copy_refused(warden_workspace::LayerError::Fs(FsError::PastSize {
+            size: 1,
+            limit: 2,
+        }));
+        assert!(
+            format!("{e:#}").starts_with("refused (copy_past_size): "),
+            "{e:#}"
+        );
+        // Any other failure is said as it was.
+        let e = worded(lifecycle::LifecycleError::Refused("no".into()));
+        assert_eq!(format!("{e:#}"), "no");
+    }
 }
