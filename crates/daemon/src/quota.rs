@@ -77,11 +77,18 @@ const DEFAULT_SHARE: u64 = 8;
 
 /// The bounds one token is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Bounds {
-    sandboxes: u64,
-    memory: u64,
-    pids: u64,
-    disk: u64,
+pub(crate) struct Bounds {
+    pub(crate) sandboxes: u64,
+    pub(crate) memory: u64,
+    pub(crate) pids: u64,
+    pub(crate) disk: u64,
+}
+
+/// What `token` is held to now: its record's quotas, else the daemon's
+/// `quotas:`, else the defaults. A token it makes over the API is
+/// compared with these (`routes::tokens`).
+pub(crate) fn bounds_of(app: &App, token: &TokenRow) -> Bounds {
+    app.quotas.for_token(&app.defaults, token)
 }
 
 impl Quotas {

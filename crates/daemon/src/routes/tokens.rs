@@ -1,14 +1,27 @@
 //! Tokens over the API (admin scope): list, create, revoke. The same as
 //! `warden token`, which works on the database directly.
+//!
+//! A token made over the API by a token is never wider than its maker
+//! ([`wider_than`]): each scope one the maker holds, bound to the maker's
+//! sandbox when the maker is bound to one, each quota at most what the
+//! maker is held to (its record's, else the daemon's `quotas:`, else the
+//! defaults; a quota left out is the daemon's, which is never more than
+//! the maker's when the maker may make tokens at all). And a token whose
+//! record sets a quota of its own makes no tokens: its children would
+//! each have a ledger of their own, so ten children with its quota would
+//! be ten times its quota. Tokens do not expire, so there is no expiry to
+//! compare. The owner (the socket, `warden token create`) is bound by
+//! none of it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use std::sync::Arc;
+use warden_workspace::Sandbox;
 
 use crate::api::{CreateToken, NewToken, Size, TokenInfo, TokenList};
 use crate::app::App;
-use crate::auth::{self, Scope, TokenQuotas};
+use crate::auth::{self, Caller, Scope, TokenQuotas};
 use crate::body::Body;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError, Problem};
@@ -108,10 +121,130 @@ fn read_create(body: serde_json::Value) -> Result<CreateToken, ApiError> {
     })
 }
 
+/// The quotas a token maker is held to, as the token it makes is compared
+/// with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    sandboxes: u64,
+    memory: u64,
+    pids: u64,
+}
+
+/// The first part of a token `maker` asks for (`scopes`, bound to
+/// `sandbox`, held to `quotas`) that is wider than `maker` itself, held to
+/// `held`: its JSON pointer and why. None when the token is no wider in
+/// any part.
+fn wider_than(
+    maker: &Caller,
+    held: Held,
+    scopes: &[Scope],
+    sandbox: Option<&Sandbox>,
+    quotas: &TokenQuotas,
+) -> Option<(String, String)> {
+    let Caller::Token(row) = maker else {
+        return None;
+    };
+    if let Some(i) = scopes.iter().position(|s| !maker.holds(*s)) {
+        return Some((
+            format!("/scopes/{i}"),
+            format!(
+                "token {} does not hold the scope {}, so it cannot give it",
+                row.id,
+                scopes[i].as_str()
+            ),
+        ));
+    }
+    if let Some(only) = &row.sandbox {
+        let same = sandbox.is_some_and(|sb| {
+            sb.name() == only && auth::made_for(sb, row.sandbox_uid.as_deref(), row.created_ms)
+        });
+        if !same {
+            return Some((
+                "/sandbox".into(),
+                format!(
+                    "token {} is for sandbox {only} only, so a token it makes is for that sandbox only",
+                    row.id
+                ),
+            ));
+        }
+    }
+    let asked = [
+        (
+            "/max_sandboxes",
+            "sandboxes",
+            quotas.max_sandboxes,
+            held.sandboxes,
+        ),
+        (
+            "/max_memory",
+            "bytes of memory",
+            quotas.max_memory,
+            held.memory,
+        ),
+        (
+            "/max_pids",
+            "processes",
+            quotas.max_pids.map(std::num::NonZeroU64::get),
+            held.pids,
+        ),
+    ];
+    asked.into_iter().find_map(|(pointer, what, asked, most)| {
+        asked.filter(|n| *n > most).map(|n| {
+            (
+                pointer.to_string(),
+                format!(
+                    "{n} {what} is more than token {} may have itself ({most}): a token gives at most what it has",
+                    row.id
+                ),
+            )
+        })
+    })
+}
+
+/// Whether `maker` may make a token of `scopes`, for `sandbox`, held to
+/// `quotas`: the owner always; a token only one no wider than itself
+/// (403 `wider_than_maker` at the pointer of the first part that is), and
+/// only when its own record sets no quota (403 `maker_has_quotas`).
+fn may_make(
+    app: &App,
+    maker: &Caller,
+    scopes: &[Scope],
+    sandbox: Option<&Sandbox>,
+    quotas: &TokenQuotas,
+) -> Result<(), ApiError> {
+    let Caller::Token(row) = maker else {
+        return Ok(());
+    };
+    let bounds = crate::quota::bounds_of(app, row);
+    let held = Held {
+        sandboxes: bounds.sandboxes,
+        memory: bounds.memory,
+        pids: bounds.pids,
+    };
+    if let Some((pointer, why)) = wider_than(maker, held, scopes, sandbox, quotas) {
+        return Err(
+            ApiError::new(StatusCode::FORBIDDEN, "wider_than_maker", why)
+                .with_field(Some(&pointer)),
+        );
+    }
+    if row.max_sandboxes.is_some() || row.max_memory.is_some() || row.max_pids.is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "maker_has_quotas",
+            format!(
+                "token {} is held to quotas of its own, and a token held to quotas makes no tokens (each would have quotas of its own beside it): ask the owner for the token",
+                row.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[utoipa::path(post, path = "/v1/tokens", request_body = CreateToken,
-    responses((status = 201, body = NewToken), (status = 400, body = Problem), (status = 422, body = Problem)), security(("token" = [])))]
+    responses((status = 201, body = NewToken), (status = 400, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)), security(("token" = [])))]
 pub async fn create(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     Body(body): Body<serde_json::Value>,
 ) -> Result<(StatusCode, Json<NewToken>), ApiError> {
     let req = read_create(body)?;
@@ -129,6 +262,7 @@ pub async fn create(
         None => None,
     };
     let quotas = quotas_of(&req)?;
+    may_make(&app, &caller, &scopes, sandbox.as_ref(), &quotas)?;
     let (row, text) = auth::new_token_with(&req.name, &scopes, sandbox.as_ref(), quotas);
     app.db()?
         .insert_token(&row)
@@ -156,5 +290,99 @@ pub async fn revoke(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("no live token {token:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELD: Held = Held {
+        sandboxes: 4,
+        memory: 1 << 30,
+        pids: 1000,
+    };
+
+    fn maker(scopes: &[Scope], sandbox: Option<&Sandbox>) -> Caller {
+        Caller::Token(auth::new_token("maker", scopes, sandbox).0)
+    }
+
+    fn quotas(sandboxes: Option<u64>, memory: Option<u64>, pids: Option<u64>) -> TokenQuotas {
+        TokenQuotas {
+            max_sandboxes: sandboxes,
+            max_memory: memory,
+            max_pids: pids.and_then(std::num::NonZeroU64::new),
+        }
+    }
+
+    fn pointer(w: Option<(String, String)>) -> Option<String> {
+        w.map(|(p, _)| p)
+    }
+
+    #[test]
+    fn a_token_gives_no_scope_it_does_not_hold() {
+        let m = maker(&[Scope::Exec, Scope::DesktopControl], None);
+        let none = TokenQuotas::default();
+        let ok = [Scope::Exec, Scope::DesktopView, Scope::DesktopControl];
+        assert_eq!(pointer(wider_than(&m, HELD, &ok, None, &none)), None);
+        let wide = [Scope::Exec, Scope::Admin];
+        assert_eq!(
+            pointer(wider_than(&m, HELD, &wide, None, &none)).as_deref(),
+            Some("/scopes/1")
+        );
+        let wide = [Scope::Files];
+        assert_eq!(
+            pointer(wider_than(&m, HELD, &wide, None, &none)).as_deref(),
+            Some("/scopes/0")
+        );
+        // The owner is held to nothing.
+        assert_eq!(
+            pointer(wider_than(&Caller::Owner, HELD, &wide, None, &none)),
+            None
+        );
+    }
+
+    #[test]
+    fn each_quota_is_at_most_the_makers_and_one_left_out_is_not_wider() {
+        let m = maker(&[Scope::Admin], None);
+        let w = |q: TokenQuotas| pointer(wider_than(&m, HELD, &[Scope::Exec], None, &q));
+        assert_eq!(w(quotas(None, None, None)), None);
+        assert_eq!(w(quotas(Some(4), Some(1 << 30), Some(1000))), None);
+        assert_eq!(
+            w(quotas(Some(5), None, None)).as_deref(),
+            Some("/max_sandboxes")
+        );
+        assert_eq!(
+            w(quotas(None, Some((1 << 30) + 1), None)).as_deref(),
+            Some("/max_memory")
+        );
+        assert_eq!(
+            w(quotas(Some(1), None, Some(1001))).as_deref(),
+            Some("/max_pids")
+        );
+    }
+
+    #[test]
+    fn a_token_bound_to_a_sandbox_gives_only_tokens_bound_to_that_same_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = warden_workspace::Store::open(dir.path().join("state")).unwrap();
+        let make = |name: &str| {
+            let ws = dir.path().join(format!("ws-{name}"));
+            std::fs::create_dir_all(&ws).unwrap();
+            store
+                .create(name, &warden_workspace::CreateOptions::new(ws))
+                .unwrap()
+        };
+        let (a, b) = (make("sb-a"), make("sb-b"));
+        let m = maker(&[Scope::Exec], Some(&a));
+        let none = TokenQuotas::default();
+        let w = |sb: Option<&Sandbox>| pointer(wider_than(&m, HELD, &[Scope::Exec], sb, &none));
+        assert_eq!(w(Some(&a)), None);
+        assert_eq!(w(None).as_deref(), Some("/sandbox"));
+        assert_eq!(w(Some(&b)).as_deref(), Some("/sandbox"));
+        // A later sandbox that took the name is not the maker's.
+        store.remove("sb-a").unwrap();
+        let again = make("sb-a");
+        assert_eq!(w(Some(&again)).as_deref(), Some("/sandbox"));
     }
 }
