@@ -262,7 +262,11 @@ impl ChainedLog {
         // The event's own JSON, its opening brace replaced by the chain's
         // fields: `{"seq":N,"prev":"…",<event fields>}`.
         // What the sandbox chose is bounded on every record (`bound.rs`).
-        let event = serde_json::to_string(&*crate::bound::bounded_event(event))
+        // Control and format characters are written as escapes
+        // (`crate::json`): a person reading the log with a pager sees them
+        // as such. The hash covers the line's bytes, whatever they are, so
+        // records an older warden wrote with them raw verify as they are.
+        let event = crate::json::to_string(&*crate::bound::bounded_event(event))
             .map_err(std::io::Error::from)?;
         let fields = event
             .strip_prefix('{')

@@ -16,6 +16,7 @@ pub mod bound;
 pub mod chain;
 mod describe;
 mod event;
+pub mod json;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod paths;
@@ -157,7 +158,8 @@ impl EventSink for JsonLinesSink {
         // The whole line is made first and written at once: a record
         // that cannot be made is never half on the file.
         let event = bound::bounded_event(event);
-        let result = serde_json::to_vec(&*event)
+        // Written by the escaping writer: the file is read by people too.
+        let result = json::to_vec(&*event)
             .map_err(std::io::Error::from)
             .and_then(|mut line| {
                 line.push(b'\n');

@@ -260,17 +260,71 @@ pub enum EscapeError {
     Bad,
     /// An escape of a byte the caller refuses.
     Refused(u8),
+    /// A character no rule can be written for, raw or escaped
+    /// ([`not_a_character`]).
+    NotACharacter,
+}
+
+/// Whether `bytes` (a path's, its escapes decoded) hold what is not a
+/// character a rule can name: a C1 control (U+0080 to U+009F, which a
+/// terminal reads as commands), a non-character (U+FDD0 to U+FDEF and
+/// every U+xFFFE, U+xFFFF), or an encoding UTF-8 forbids (a surrogate, an
+/// overlong form, a code point past U+10FFFF), which decoders read
+/// differently (an overlong `/` was the classic way past a path check).
+/// Bytes that are not UTF-8 at all (a Latin-1 `%E9`) are left alone: a
+/// rule carries them as escapes and every reader sees the same byte.
+pub fn not_a_character(bytes: &[u8]) -> bool {
+    let forbidden_pair = bytes.windows(2).any(|w| {
+        matches!(
+            (w[0], w[1]),
+            (0xC0 | 0xC1 | 0xF5..=0xFF, 0x80..=0xBF)
+                | (0xE0, 0x80..=0x9F)
+                | (0xED, 0xA0..=0xBF)
+                | (0xF0, 0x80..=0x8F)
+                | (0xF4, 0x90..=0xBF)
+        )
+    });
+    forbidden_pair
+        || bytes.utf8_chunks().any(|chunk| {
+            chunk.valid().chars().any(|c| {
+                let n = u32::from(c);
+                (0x80..=0x9F).contains(&n) || (0xFDD0..=0xFDEF).contains(&n) || n & 0xFFFE == 0xFFFE
+            })
+        })
+}
+
+/// `path` with every byte outside ASCII percent-encoded (upper case). A
+/// request line holds ASCII (RFC 9112); a client that sends `é` raw means
+/// what `%C3%A9` means, and servers decode both to the same bytes, so
+/// rules and requests are read in the one, escaped, spelling: a rule
+/// written either way matches both, and nothing sandbox-chosen beyond
+/// ASCII is forwarded, recorded or written into a rule raw.
+fn ascii_only(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.is_ascii() {
+        return path.into();
+    }
+    let mut out = String::with_capacity(path.len() * 3);
+    for &b in path.as_bytes() {
+        if b.is_ascii() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out.into()
 }
 
 /// `path`'s percent-escapes as the proxy forwards them and the rules read
-/// them: an escape of an unreserved character decoded, every other one
-/// in upper case; the rest of the text as written. An escape of a byte
-/// `refused` names is refused. The proxy's normaliser and a rule's path
-/// both go through here, so a rule is read exactly as the path it is
-/// matched against.
+/// them: every byte outside ASCII escaped ([`ascii_only`]), an escape of
+/// an unreserved character decoded, every other one in upper case; the
+/// rest of the text as written. An escape of a byte `refused` names is
+/// refused, and so is what is not a character ([`not_a_character`]). The
+/// proxy's normaliser and a rule's path both go through here, so a rule
+/// is read exactly as the path it is matched against.
 pub fn normalise_escapes(path: &str, refused: impl Fn(u8) -> bool) -> Result<String, EscapeError> {
+    let path = ascii_only(path);
     let mut out = String::with_capacity(path.len());
-    let mut rest = path;
+    let mut rest = &*path;
     while let Some(at) = rest.find('%') {
         out.push_str(&rest[..at]);
         // The run of escapes that starts here, decoded and encoded again
@@ -288,6 +342,9 @@ pub fn normalise_escapes(path: &str, refused: impl Fn(u8) -> bool) -> Result<Str
         let bytes: Vec<u8> = percent_decode_str(&rest[at..at + run]).collect();
         if let Some(b) = bytes.iter().copied().find(|b| refused(*b)) {
             return Err(EscapeError::Refused(b));
+        }
+        if not_a_character(&bytes) {
+            return Err(EscapeError::NotACharacter);
         }
         out.extend(percent_encode(&bytes, KEPT_ESCAPED));
         rest = &rest[at + run..];
@@ -308,16 +365,18 @@ pub fn pattern(p: &str) -> Result<String, String> {
     let stray_backslash = p
         .match_indices('\\')
         .any(|(at, _)| p.as_bytes().get(at + 1) != Some(&b'*'));
-    if stray_backslash
-        || p.bytes()
-            .any(|b| b.is_ascii_control() || b == b'#' || b == b'?')
-    {
+    if stray_backslash || p.chars().any(|c| c.is_control() || c == '#' || c == '?') {
         return Err(
             "a backslash (other than \\* for a literal star), a control character, # or ? in the path"
                 .into(),
         );
     }
-    let out = normalise_escapes(p, |_| false).map_err(|_| "a % that starts no escape")?;
+    let out = normalise_escapes(p, |_| false).map_err(|e| match e {
+        EscapeError::NotACharacter => {
+            "a C1 control, a non-character or a byte sequence UTF-8 forbids (raw or escaped): no request path holds one"
+        }
+        _ => "a % that starts no escape",
+    })?;
     let segments: Vec<&str> = out.split('/').skip(1).collect();
     if segments.iter().any(|s| *s == "." || *s == "..") {
         return Err("a dot segment: paths are matched after . and .. are resolved".into());
@@ -334,6 +393,23 @@ pub fn pattern(p: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_path_is_read_in_the_escaped_spelling_requests_are_and_refuses_what_none_holds() {
+        assert_eq!(pattern("/caf\u{e9}/**").unwrap(), "/caf%C3%A9/**");
+        assert_eq!(pattern("/caf%c3%a9/**").unwrap(), "/caf%C3%A9/**");
+        for p in [
+            "/x\u{9b}31m",
+            "/x%C2%9B",
+            "/a\u{fffe}",
+            "/a%ED%A0%80",
+            "/a%C0%AF",
+            "/a\u{85}",
+        ] {
+            assert!(pattern(p).is_err(), "{p:?}");
+        }
+        assert!(RequestRule::parse(RequestAction::Allow, "GET api.test/x\u{9b}31m").is_err());
+    }
 
     #[test]
     fn a_rule_is_within_another_only_when_every_request_it_matches_is() {

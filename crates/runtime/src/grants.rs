@@ -27,8 +27,10 @@ pub enum GrantsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the grants file {path} is not a list of domains ({why}); fix or remove it")]
+    #[error("the grants file {path} cannot be read ({why}): edit the line it names, or remove the file (its names and requests are asked about again); until then no answer can be kept in it")]
     Parse { path: PathBuf, why: String },
+    #[error("the profile {path} cannot be read ({why}); fix the line it names")]
+    ProfileParse { path: PathBuf, why: String },
     #[error("cannot add {entry} to the profile {path}")]
     Profile {
         path: PathBuf,
@@ -125,19 +127,45 @@ pub fn apply_requests(spec: &mut warden_policy::SandboxSpec, granted: &[String])
     }
 }
 
+/// `text` as a YAML double-quoted scalar the reader takes back as the
+/// same string, whatever a sandbox put in it: `"` and `\` escaped, and
+/// every character outside YAML's printable set, every control and format
+/// character (`warden_audit::json::escaped`: C1 controls, the line and
+/// paragraph separators, direction overrides, the byte-order mark) and
+/// every non-character written as an escape (`\u009B`, `\U000E0041`).
+/// A line the reader refuses would shut the owner out of every later
+/// `--ask` run of the project.
+fn yaml_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        let n = u32::from(c);
+        let printable =
+            matches!(n, 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF);
+        let noncharacter = (0xFDD0..=0xFDEF).contains(&n) || n & 0xFFFE == 0xFFFE;
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            _ if printable && !noncharacter && !warden_audit::json::escaped(c) => out.push(c),
+            _ if n <= 0xFFFF => out.push_str(&format!("\\u{n:04X}")),
+            _ => out.push_str(&format!("\\U{n:08X}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// The file's text for `entries` and the request rules `requests`.
 fn render(entries: &[String], requests: &[String]) -> String {
     let quoted = |list: &[String]| -> String {
         list.iter()
-            .map(|e| serde_json::Value::from(e.as_str()).to_string())
+            .map(|e| yaml_quoted(e))
             .collect::<Vec<_>>()
             .join(", ")
     };
     let mut text = format!(
         "description: {}\ndomains: [{}]\n",
-        serde_json::Value::from(
-            "names answered \"always\" when asked (`egress.ask`) for this project"
-        ),
+        yaml_quoted("names answered \"always\" when asked (`egress.ask`) for this project"),
         quoted(entries)
     );
     if !requests.is_empty() {
@@ -206,10 +234,11 @@ pub fn load_profile_list(path: &Path, field: Field) -> Result<Vec<String>, Grant
         path: path.to_path_buf(),
         source,
     })?;
-    let entries = warden_policy::edit::entries(&text, field).map_err(|e| GrantsError::Parse {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
+    let entries =
+        warden_policy::edit::entries(&text, field).map_err(|e| GrantsError::ProfileParse {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
     Ok(entries.into_iter().map(|d| d.value).collect())
 }
 
@@ -397,6 +426,61 @@ mod tests {
             let r = RequestRule::parse(RequestAction::Allow, wide).unwrap();
             assert!(!r.is_literal(), "{wide}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Whatever a sandbox chose to put in a name or a request, the grants
+    /// file written for it reads back as the same entries: no line the
+    /// reader refuses (a raw U+009B once shut the owner out of every
+    /// later `--ask` run), no control or format character raw on disk.
+    #[test]
+    fn hostile_entries_are_written_and_read_back_as_the_same_rules() {
+        let dir =
+            std::env::temp_dir().join(format!("warden-grants-hostile-{}", std::process::id()));
+        let f = dir.join("grants/x.yaml");
+        let hostile = [
+            "GET api.test:21443/x\u{9b}31m",
+            "GET api.test/a\u{202e}evil\u{2066}",
+            "GET api.test/bom\u{feff}\u{fffe}\u{ffff}\u{fdd0}",
+            "GET api.test/nel\u{85}ls\u{2028}ps\u{2029}",
+            "GET api.test/c0\u{1}\u{1b}[2J\u{7f}\ttab\nline\rcr",
+            "GET api.test/quote\"back\\slash#hash: colon, comma [x] {y} &a *b !c %d @e `f",
+            "GET api.test/tag\u{e0041}\u{10fffe}\u{1f980}",
+            "GET api.test/ - dash ? q",
+            "",
+        ];
+        for h in hostile {
+            assert!(add_request(&f, h).unwrap(), "{h:?}");
+            assert!(add(&f, h).unwrap(), "{h:?}");
+        }
+        assert_eq!(load_requests(&f).unwrap(), hostile);
+        assert_eq!(load(&f).unwrap(), hostile);
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && warden_audit::json::escaped(c)),
+            "{text:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A grants file that cannot be read names itself, the place in it and
+    /// the way out.
+    #[test]
+    fn an_unreadable_grants_file_says_which_file_and_line_and_how_to_recover() {
+        let dir = std::env::temp_dir().join(format!("warden-grants-bad-{}", std::process::id()));
+        let f = dir.join("grants/x.yaml");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(
+            &f,
+            "description: x\ndomains: []\nallow_requests: [\"GET a/x\u{9b}\"]\n",
+        )
+        .unwrap();
+        let e = add_request(&f, "GET a/y").unwrap_err().to_string();
+        assert!(e.contains(&f.display().to_string()), "{e}");
+        assert!(e.contains("3:"), "{e}");
+        assert!(e.contains("remove the file"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

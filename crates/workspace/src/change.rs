@@ -221,39 +221,9 @@ fn escape(text: &str, name: bool) -> String {
     out
 }
 
-/// Unicode's format characters (general category Cf) and the other
-/// characters drawn as nothing that a terminal may still act on: what
-/// makes a line read otherwise than it is.
-pub fn is_format(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0xAD                       // soft hyphen
-            | 0x34F                // combining grapheme joiner
-            | 0x600..=0x605        // Arabic number signs
-            | 0x61C                // Arabic letter mark
-            | 0x6DD
-            | 0x70F
-            | 0x890..=0x891
-            | 0x8E2
-            | 0x115F..=0x1160      // Hangul fillers
-            | 0x17B4..=0x17B5
-            | 0x180B..=0x180F      // Mongolian selectors and vowel separator
-            | 0x200B..=0x200F      // zero-width space, joiners, LRM, RLM
-            | 0x2028..=0x202E      // line and paragraph separators, bidi embeddings and overrides
-            | 0x2060..=0x206F      // word joiner, invisible operators, bidi isolates
-            | 0x3164               // Hangul filler
-            | 0xFE00..=0xFE0F      // variation selectors
-            | 0xFEFF               // byte-order mark
-            | 0xFFA0
-            | 0xFFF0..=0xFFFB      // interlinear annotations
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0000..=0xE0FFF    // tags and variation selectors supplement
-    )
-}
+/// Unicode's format characters and the others drawn as nothing: one
+/// set with the JSON writer's ([`warden_audit::json::is_format`]).
+pub use warden_audit::json::is_format;
 
 /// A path as [`printable`] text (lossy where it is not UTF-8).
 pub fn printable_path(p: &Path) -> String {

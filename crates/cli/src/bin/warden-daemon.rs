@@ -445,7 +445,7 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                     .iter()
                     .map(warden_daemon::routes::token_info)
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                println!("{}", warden_audit::json::to_string_pretty(&list)?);
             } else {
                 // Columns as wide as their widest entry (a name's escapes
                 // counted as shown), so that every row lines up.

@@ -171,7 +171,10 @@ fn show(
             continue;
         }
         if json {
-            println!("{line}");
+            // The record's own bytes (a reader can hash them), with any
+            // control or format character an older warden wrote raw shown
+            // as an escape: the same JSON.
+            println!("{}", warden_audit::json::escape_line(line));
         } else {
             println!(
                 "#{:<5} {}",
@@ -253,17 +256,15 @@ fn list(f: &ListFilter) -> anyhow::Result<u8> {
     for (p, summary) in runs {
         if f.json {
             let run = p.file_stem().map(|s| s.to_string_lossy().into_owned());
-            println!(
-                "{}",
-                serde_json::json!({
-                    "log": p,
-                    "run": run,
-                    "started_ms": summary.started_ms,
-                    "command": summary.argv,
-                    "exit": summary.exit,
-                    "denied": summary.denied,
-                })
-            );
+            let v = serde_json::json!({
+                "log": p,
+                "run": run,
+                "started_ms": summary.started_ms,
+                "command": summary.argv,
+                "exit": summary.exit,
+                "denied": summary.denied,
+            });
+            println!("{}", warden_audit::json::to_string(&v)?);
             continue;
         }
         let command = sandboxes::printable(&summary.command);

@@ -16,7 +16,7 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
                                     "gvisor": gvisor_json(&gvisor),
                                     "exec_refusals": { "recorded": refusals.is_ok(),
                                         "detail": refusals.as_ref().unwrap_or_else(|e| e) } });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", warden_audit::json::to_string_pretty(&v)?);
     } else {
         println!("{:<16} {} ({})", "kernel", report.kernel, report.arch);
         println!(

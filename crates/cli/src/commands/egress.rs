@@ -54,7 +54,7 @@ pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> 
         Err(e) => return Err(e.into()),
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&rules)?);
+        println!("{}", warden_audit::json::to_string_pretty(&rules)?);
     } else {
         for r in rules {
             println!("{r}");
@@ -110,7 +110,7 @@ pub fn approvals(
     }
     pending.sort_by_key(|q| q.asked_ms);
     if json {
-        println!("{}", serde_json::to_string_pretty(&pending)?);
+        println!("{}", warden_audit::json::to_string_pretty(&pending)?);
         return Ok(0);
     }
     let now = warden_runtime::state::now_ms();

@@ -482,7 +482,7 @@ pub fn ps(name: &str, json: bool) -> anyhow::Result<u8> {
     }
     let procs = Connection::open(&control(&sb))?.ps()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&procs)?);
+        println!("{}", warden_audit::json::to_string_pretty(&procs)?);
         return Ok(0);
     }
     println!("{:>7} {:>9} {:>5}  COMMAND", "PID", "HOST PID", "EXEC");
@@ -511,7 +511,7 @@ pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
     }
     let print = |e: &warden_audit::Event| {
         if json {
-            if let Ok(line) = serde_json::to_string(e) {
+            if let Ok(line) = warden_audit::json::to_string(e) {
                 println!("{line}");
             }
         } else {

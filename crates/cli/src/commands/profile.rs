@@ -120,7 +120,7 @@ pub fn profile_to(
                             serde_json::json!({ "field": k, "value": v, "origin": o.to_string() })
                         })
                         .collect();
-                    outln!(out, "{}", serde_json::to_string_pretty(&v)?);
+                    outln!(out, "{}", warden_audit::json::to_string_pretty(&v)?);
                 } else {
                     let width = entries.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
                     for (k, v, o) in entries {
@@ -128,7 +128,11 @@ pub fn profile_to(
                     }
                 }
             } else if json {
-                outln!(out, "{}", serde_json::to_string_pretty(&c.show(defaults))?);
+                outln!(
+                    out,
+                    "{}",
+                    warden_audit::json::to_string_pretty(&c.show(defaults))?
+                );
             } else {
                 outp!(out, "{}", serde_saphyr::to_string(&c.show(defaults))?);
             }

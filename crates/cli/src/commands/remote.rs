@@ -333,7 +333,7 @@ fn feed_stdin(host: String, id: String, exec: String) {
 pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
     let list = client(host)?.list()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", warden_audit::json::to_string_pretty(&list)?);
         return Ok(0);
     }
     println!(
@@ -364,12 +364,15 @@ pub fn logs(host: &str, name: &str, follow: bool, json: bool) -> anyhow::Result<
     let c = client(host)?;
     let mut out = std::io::stdout();
     c.events(name, 0, follow, |v| {
+        // The daemon's JSON as the local `--json` writes it: no control or
+        // format character raw on the terminal.
+        let escaped = || warden_audit::json::to_string(&v).unwrap_or_default();
         let line = if json {
-            v.to_string()
+            escaped()
         } else {
             match serde_json::from_value::<warden_audit::Event>(v.clone()) {
                 Ok(e) => super::sandboxes::printable(&super::audit::describe(&e)),
-                Err(_) => v.to_string(),
+                Err(_) => escaped(),
             }
         };
         writeln!(out, "{line}").and_then(|_| out.flush()).is_ok()
@@ -444,7 +447,7 @@ pub fn egress(
     };
     let rules = client(host)?.egress(name, &patch)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rules)?);
+        println!("{}", warden_audit::json::to_string_pretty(&rules)?);
     } else {
         for r in rules {
             println!("{r}");
@@ -483,7 +486,7 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
         })
         .collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        println!("{}", warden_audit::json::to_string_pretty(&shown)?);
         return Ok(0);
     }
     for c in &shown {

@@ -145,7 +145,7 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
                 }
             }
         }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", warden_audit::json::to_string_pretty(&out)?);
         return Ok(0);
     }
     println!(
@@ -325,7 +325,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         sb.record_review(&changes)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&changes)?);
+        println!("{}", warden_audit::json::to_string_pretty(&changes)?);
         if let Some(line) = &summary {
             eprintln!("warden: {line}");
         }

@@ -73,7 +73,7 @@ pub fn selftest(
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
+            warden_audit::json::to_string_pretty(&serde_json::json!({
                 "attacks": outcomes,
                 "contained": contained,
                 "escaped": escaped,

@@ -46,7 +46,7 @@ pub fn vm(cmd: VmCommand) -> anyhow::Result<u8> {
         VmCommand::Kernel { json, .. } => {
             let r = warden_vm::report::report(false);
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!("{}", warden_audit::json::to_string_pretty(&r)?);
             } else {
                 print!("{}", describe(&r));
             }

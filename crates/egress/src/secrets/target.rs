@@ -8,7 +8,7 @@
 //! `..;`) is refused. It never sends or records anything.
 
 use std::str::FromStr;
-use warden_policy::requests::normalise_escapes;
+use warden_policy::requests::{normalise_escapes, EscapeError};
 
 /// Why a request's authority or path is refused.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +29,8 @@ pub(crate) enum TargetError {
     OtherServerName { sni: String, name: String },
     #[error("the path {0:?} holds an encoded slash, a backslash, a control character or a bad escape, which servers read differently")]
     Ambiguous(String),
+    #[error("the path {0:?} holds a C1 control, a non-character or a byte sequence UTF-8 forbids (raw or escaped): no rule can name it")]
+    NotACharacter(String),
     #[error("the request target {0:?} is not a path")]
     NotAPath(String),
 }
@@ -106,8 +108,11 @@ pub(super) fn forwarded_authority(name: &str, port: u16) -> String {
 
 /// `path` as the upstream will read it: `%XX` of an unreserved character
 /// decoded, other escapes in upper case, empty and `.` segments dropped,
-/// `..` resolved (never above the root). Refused: a backslash, a control
-/// character, a bad escape, a dot segment with parameters (`..;`), and,
+/// `..` resolved (never above the root), every byte outside ASCII
+/// escaped (`warden_policy::requests::normalise_escapes`). Refused: a
+/// backslash, a control character, a bad escape, a dot segment with
+/// parameters (`..;`), what no rule can name (a C1 control, a
+/// non-character, an encoding UTF-8 forbids, raw or escaped), and,
 /// when `ruled` (the host has `--secret-rule`s, so the path decides), an
 /// encoded `/` or `\`, which some servers decode into a separator after
 /// the rule was matched. Without rules such an escape is kept as it is
@@ -127,7 +132,10 @@ pub(crate) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetEr
     let decoded = normalise_escapes(path, |v| {
         v < 0x20 || v == 0x7f || (ruled && (v == b'/' || v == b'\\'))
     })
-    .map_err(|_| ambiguous())?;
+    .map_err(|e| match e {
+        EscapeError::NotACharacter => TargetError::NotACharacter(path.to_string()),
+        _ => ambiguous(),
+    })?;
     let mut out: Vec<&str> = Vec::new();
     let segments: Vec<&str> = decoded.split('/').skip(1).collect();
     let mut trailing = false;
@@ -211,6 +219,41 @@ mod tests {
             "/projects/group%2Fproject"
         );
         assert!(normalise_path("/a/..;/b", false).is_err());
+    }
+
+    #[test]
+    fn a_path_no_rule_can_name_is_refused_and_every_other_is_forwarded_in_ascii() {
+        for raw in [
+            "/x\u{9b}31m",
+            "/x%C2%9B31m",
+            "/x%c2%85",
+            "/a\u{fffe}",
+            "/a%EF%BF%BF",
+            "/a%EF%B7%90",
+            "/a%F4%8F%BF%BE",
+            "/a%ED%A0%80",
+            "/a%C0%AF..",
+            "/a%E0%80%AF",
+            "/a%F0%80%80%AF",
+            "/a%F4%90%80%80",
+        ] {
+            assert!(
+                matches!(
+                    normalise_path(raw, false),
+                    Err(TargetError::NotACharacter(_))
+                ),
+                "{raw:?}"
+            );
+        }
+        for (raw, want) in [
+            ("/caf\u{e9}", "/caf%C3%A9"),
+            ("/caf%c3%a9", "/caf%C3%A9"),
+            ("/a\u{202e}b", "/a%E2%80%AEb"),
+            ("/latin1%E9", "/latin1%E9"),
+            ("/\u{1f980}", "/%F0%9F%A6%80"),
+        ] {
+            assert_eq!(normalise_path(raw, true).unwrap(), want, "{raw:?}");
+        }
     }
 
     fn parts(uri: &str, hosts: &[&str]) -> http::request::Parts {
