@@ -1,7 +1,8 @@
 //! Whose a sandbox is, for what warden keeps on its owner's behalf beyond
 //! one sandbox: snapshots (each owner has its own names and sees only its
-//! own) and a profile's package caches (the owner's sandboxes share
-//! theirs; each token's sandboxes share theirs, never another's). The
+//! own), a profile's package caches and a project's "always" answers
+//! (the owner's sandboxes share theirs; each token's sandboxes share
+//! theirs, never another's). The
 //! doors say who: the machine's owner (the CLI, the OCI verbs, the
 //! daemon's socket) or a token of the daemon's, by its id; a door never
 //! invents another identity. This module only names; it makes nothing.
@@ -34,12 +35,28 @@ impl Owner<'_> {
     pub fn caches_dir(&self, state: &Path) -> PathBuf {
         match self {
             Owner::Machine => state.join("caches"),
-            Owner::Token(id) => {
-                let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
-                state.join("token-caches").join(format!("t{hex}"))
-            }
+            Owner::Token(id) => state.join("token-caches").join(token_dir(id)),
         }
     }
+
+    /// The directory below which this owner's "always" answers for each
+    /// project are kept (`grants/PROJECT.yaml` under it): the state
+    /// itself for the machine's owner (where they always were), each
+    /// token's `token-grants/tHEX`, so that one token's answer never
+    /// widens another's (or the owner's) sandboxes over the same
+    /// workspace.
+    pub fn grants_base(&self, state: &Path) -> PathBuf {
+        match self {
+            Owner::Machine => state.to_path_buf(),
+            Owner::Token(id) => state.join("token-grants").join(token_dir(id)),
+        }
+    }
+}
+
+/// A token's directory name: `t` and its id in hexadecimal, byte by byte.
+fn token_dir(id: &str) -> String {
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("t{hex}")
 }
 
 #[cfg(test)]
@@ -74,5 +91,16 @@ mod tests {
                 assert!(!a.starts_with(b) && !b.starts_with(a), "{a:?} {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_token_s_grants_are_its_own_and_the_owner_s_stay_where_they_were() {
+        let state = Path::new("/st");
+        assert_eq!(Owner::Machine.grants_base(state), state);
+        let a = Owner::Token("aa").grants_base(state);
+        let b = Owner::Token("ab").grants_base(state);
+        assert_eq!(a, Path::new("/st/token-grants/t6161"));
+        assert_ne!(a, b);
+        assert!(!a.join("grants").starts_with(state.join("grants")));
     }
 }

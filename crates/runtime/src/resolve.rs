@@ -587,7 +587,9 @@ fn resolve_inner(
             let project = sandbox
                 .map(|sb| sb.meta().workspace.clone())
                 .unwrap_or_else(|| ws.clone());
-            let file = crate::grants::file_for(state, &project);
+            // The owner's answers for its own sandboxes, a token's for
+            // that token's: never one principal's for another's.
+            let file = crate::grants::file_for(&ctx.owner.grants_base(state), &project);
             if ask {
                 placement.granted_domains = crate::grants::load(&file)?;
                 // Programs answered "always" widen an allowlist the run

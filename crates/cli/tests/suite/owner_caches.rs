@@ -278,6 +278,144 @@ fn a_token_s_sandbox_made_with_the_shared_cache_is_not_started_or_copied_with_it
     let _ = t("DELETE", "/v1/sandboxes/old?force=true", None);
 }
 
+/// Python in the sandbox: connect to NAME:PORT (the name the owner's
+/// profile pins to the host's loopback) with a TLS ClientHello for it;
+/// prints `open` once connected.
+const PY_CONNECT: &str = r#"import socket, ssl, sys
+name, port = sys.argv[1], int(sys.argv[2])
+ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+t = ctx.wrap_bio(i, o, server_hostname=name)
+try: t.do_handshake()
+except ssl.SSLWantReadError: pass
+try:
+    s = socket.create_connection((socket.gethostbyname(name), port), timeout=60); s.sendall(o.read())
+    print('open', flush=True); s.settimeout(1)
+    try: s.recv(100)
+    except OSError: pass
+except OSError as e:
+    print('closed', e, flush=True)
+"#;
+
+/// A call over the daemon's TCP listener as one token.
+type Call<'a> = dyn Fn(&str, &str, Option<&str>) -> (u16, String) + 'a;
+
+/// The name of a project's grants file, as warden escapes its path.
+fn grants_name(ws: &Path) -> String {
+    let mut name = String::new();
+    for b in ws.to_str().unwrap().bytes() {
+        if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("_{b:02x}"));
+        }
+    }
+    format!("{name}.yaml")
+}
+
+/// "Always" answers were kept in one file per project, read by every
+/// later sandbox over it as the owner's own entries, whoever answered
+/// and whoever made the sandbox: a name alice's sandbox was allowed
+/// "always" for a project both tokens may use (the daemon's workspace
+/// root) was given to bob's sandbox over the same workspace unasked, and
+/// as the owner's entry it reached the address the owner's profile pins
+/// it to. Each principal's answers are now its own
+/// (`STATE/token-grants/tHEX/grants/` for a token, the owner's where
+/// they always were): bob's sandbox is given neither the owner's file
+/// nor alice's, is asked, and nothing of it reaches the listener; alice's
+/// sandbox is given hers.
+#[test]
+fn a_project_s_always_answers_are_their_principal_s_and_never_given_to_another_token_s_sandbox() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return skip("egress interception is not available here");
+    }
+    let state = TempDir::new("owner-grants");
+    let config = state.path().join("config");
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asky.yaml"),
+        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
+    )
+    .unwrap();
+    let root = state.path().join("projects");
+    let ws = root.join("shared");
+    std::fs::create_dir_all(&ws).unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--workspace-root", root.to_str().unwrap()],
+        &[
+            ("XDG_CONFIG_HOME", &config),
+            ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1")),
+        ],
+    );
+    let scopes = ["sandboxes:read", "sandboxes:write", "exec", "approvals"];
+    let alice_token = api_token(&d, "alice", &scopes, None);
+    let alice = calls_as(&d, alice_token.clone());
+    let bob = calls_as(&d, api_token(&d, "bob", &scopes, None));
+    let up = crate::common::tcp::Holder::start();
+    let entry = format!("asked.test:{}", up.port);
+    let grants = format!("description: \"answers\"\ndomains: [\"{entry}\"]\n");
+    // The file every sandbox over the project read: an answer of the
+    // owner's, or one a token gave before answers were kept per owner.
+    let shared = state.path().join("warden/grants");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join(grants_name(&ws)), &grants).unwrap();
+    // Alice's own, where hers are kept now.
+    let id = alice_token.split('_').nth(1).unwrap();
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    let hers = state
+        .path()
+        .join(format!("warden/token-grants/t{hex}/grants"));
+    std::fs::create_dir_all(&hers).unwrap();
+    std::fs::write(hers.join(grants_name(&ws)), &grants).unwrap();
+
+    let create = |t: &Call<'_>, name: &str| {
+        let body = format!(
+            r#"{{"name":"{name}","profile":"asky","workspace":"{}"}}"#,
+            ws.display()
+        );
+        let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
+        assert_eq!(s, 201, "{b}");
+        std::fs::read_to_string(sandbox_dir(state.path(), name).join("sandbox.json")).unwrap()
+    };
+    let spec = create(&alice, "a1");
+    assert!(spec.contains(&entry), "alice's answer is not hers: {spec}");
+    let spec = create(&bob, "b1");
+    assert!(
+        !spec.contains(&entry),
+        "bob's sandbox was given another's answer: {spec}"
+    );
+    // Bob's connection is asked about, and nothing of it arrives.
+    let connect = serde_json::json!({
+        "argv": ["python3", "-c", PY_CONNECT, "asked.test", up.port.to_string()],
+        "background": true,
+    })
+    .to_string();
+    let (s, b) = bob("POST", "/v1/sandboxes/b1/exec", Some(&connect));
+    assert_eq!(s, 202, "{b}");
+    let mut found = None;
+    wait_until("bob's question", std::time::Duration::from_secs(20), || {
+        let (_, b) = bob("GET", "/v1/approvals", None);
+        found = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
+        found.is_some()
+    });
+    assert_eq!(up.arrivals(), 0, "bob's sandbox went through unasked");
+    let (s, b) = bob(
+        "POST",
+        &format!("/v1/approvals/{}", found.unwrap()),
+        Some(r#"{"decision":"deny"}"#),
+    );
+    assert_eq!(s, 204, "{b}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(up.arrivals(), 0, "a denied connection arrived");
+    let _ = alice("DELETE", "/v1/sandboxes/a1?force=true", None);
+    let _ = bob("DELETE", "/v1/sandboxes/b1?force=true", None);
+}
+
 /// One exchange with the E2B door: status and body.
 fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
     let url = format!("http://{addr}{path}");
