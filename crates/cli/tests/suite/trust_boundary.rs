@@ -556,7 +556,11 @@ fn a_callers_document_does_not_choose_whose_caches_it_shares() {
     assert_eq!(s, 201, "{b}");
     let stored = find_file(&p.join("warden/sandboxes/c"), "sandbox.json").expect("a stored spec");
     let text = std::fs::read_to_string(stored).unwrap();
-    assert!(text.contains("/caches/py"), "{text}");
+    // The profile's caches, the token's own (never the owner's directory,
+    // nor one a name in the caller's document chose).
+    assert!(text.contains("/py/pip"), "{text}");
+    assert!(text.contains("/token-caches/t"), "{text}");
+    assert!(!text.contains("/warden/caches/"), "{text}");
     assert!(!text.contains("ownerproj"), "{text}");
 }
 
