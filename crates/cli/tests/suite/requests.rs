@@ -273,6 +273,8 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 mod api;
 mod ask;
 mod ask_scope;
+mod body_params;
+mod characters;
 mod elicit;
 mod evasion;
 mod git;

@@ -35,6 +35,9 @@ pub struct AskedRequest {
     pub rpc: Vec<String>,
     /// Its body was to be read for JSON-RPC calls and could not be.
     pub unread_body: bool,
+    /// Its body gives (or may give, unread) a parameter the asking rule's
+    /// query condition looks at.
+    pub body_params: bool,
 }
 
 impl AskedRequest {
@@ -55,6 +58,9 @@ impl AskedRequest {
         }
         if self.unread_body {
             out.push_str(" (a body that cannot be read as JSON-RPC)");
+        }
+        if self.body_params {
+            out.push_str(" (its body gives parameters the rule looks at)");
         }
         out
     }
@@ -87,6 +93,26 @@ pub struct Request<'a> {
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub rpc: &'a Rpc,
+    /// The parameters its body gives, where a rule needs them.
+    pub params: &'a Params,
+}
+
+/// What a request's body gives of parameters (form fields, multipart
+/// field names, a JSON object's top-level members), which many servers
+/// merge with the query's (PHP's `$_REQUEST`, a servlet's
+/// `getParameter`, Spring's `@RequestParam`, Rails' `params`, Flask's
+/// `request.values`): a query condition is decided on both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Params {
+    /// No body, one no server reads parameters from, or no rule of the
+    /// name has a query condition that could match the request.
+    None,
+    /// Its `(key, value)` pairs under each way a server may read them.
+    Read(Vec<Pairs>),
+    /// A body a server may read parameters from that could not be read
+    /// for certain (a content coding, past the limit, malformed): it may
+    /// hold any key with any value.
+    Unknown,
 }
 
 /// How a request was decided.
@@ -193,6 +219,40 @@ impl RequestRules {
         })
     }
 
+    /// Whether a request to `path` on `name:port` may be decided on its
+    /// body's parameters: some rule for the name with a query condition
+    /// could match its path (under any method: a body may name another).
+    /// A name without such rules never has its bodies read for them.
+    pub fn params_matter(&self, name: &str, port: u16, path: &str) -> bool {
+        let conditioned = |r: &RequestRule| !r.query.is_empty() && r.is_for(name, port);
+        if !self.rules.iter().any(conditioned) {
+            return false;
+        }
+        let Ok(readings) = Readings::of(path) else {
+            return true;
+        };
+        self.rules
+            .iter()
+            .any(|r| conditioned(r) && paths_match(r, &readings, Mode::Refuse))
+    }
+
+    /// Every key a query condition of a rule for `name:port` names, each
+    /// once.
+    pub fn condition_keys(&self, name: &str, port: u16) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self
+            .rules
+            .iter()
+            .filter(|r| r.is_for(name, port))
+            .flat_map(|r| &r.query)
+        {
+            if !out.contains(&c.key) {
+                out.push(c.key.clone());
+            }
+        }
+        out
+    }
+
     /// Every method a rule for `name:port` names, each once.
     pub fn methods_named(&self, name: &str, port: u16) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -246,7 +306,7 @@ impl RequestRules {
                     r.action == action
                         && method_matches(r, req.method, mode)
                         && paths_match(r, &readings, mode)
-                        && query_matches(r, &queries, mode)
+                        && query_matches(r, &queries, req.params, mode)
                         && rpc_matches(r, req.rpc, unit, mode)
                 })
             };
@@ -273,7 +333,13 @@ impl RequestRules {
         }
         let (outcome, rule, unit) = worst.unwrap_or((Outcome::NoRule, None, None));
         let call = unit.map(|u| format!(" (JSON-RPC {u})")).unwrap_or_default();
-        let what = format!("{} {}{target}{call}", req.method, req.name);
+        let body = match (req.params, rule) {
+            (Params::Unknown, Some(r)) if !r.query.is_empty() => {
+                " (a body whose parameters cannot be read, taken to hold any)"
+            }
+            _ => "",
+        };
+        let what = format!("{} {}{target}{call}{body}", req.method, req.name);
         let why = match (&outcome, rule) {
             (Outcome::Deny, Some(r)) => {
                 format!("denied by the request rule {:?}: {what}", r.source)
@@ -357,28 +423,39 @@ fn paths_match(r: &RequestRule, readings: &Readings, mode: Mode) -> bool {
     }
 }
 
-type Pairs = Vec<(String, Option<String>)>;
+/// A query's or a body's `(key, value)` pairs as one server reads them (a
+/// key without `=` has no value).
+pub type Pairs = Vec<(String, Option<String>)>;
 
-/// Every condition holds, under every reading of the query (to allow: and
-/// every value given for a key matches) or under any (to refuse: some
-/// value given for the key matches). A key is read as every server reads
+/// Every condition holds on the query's parameters and the body's
+/// together (servers merge them), under every pairing of a reading of
+/// each (to allow: and every value given for a key, in either, matches)
+/// or under any (to refuse: some value given for the key matches). A
+/// body that may hold any parameter matches every condition to refuse
+/// and none to allow. A key is read as every server reads
 /// it (`keys`: `q[]`, `q[x]`, ` q`, `Q`, PHP's `q.x` for `q_x`): to
 /// refuse, a value under any spelling counts; to allow, the key must be
 /// given as the rule writes it, and every value under every spelling
 /// must fit, so that a server reading another spelling (PHP the last
 /// `q`, Rack `q[]`) never reads a value the rule did not allow.
-fn query_matches(r: &RequestRule, readings: &[Pairs], mode: Mode) -> bool {
+fn query_matches(r: &RequestRule, readings: &[Pairs], params: &Params, mode: Mode) -> bool {
     if r.query.is_empty() {
         return true;
     }
+    let no_body: &[Pairs] = &[Vec::new()];
+    let bodies: &[Pairs] = match params {
+        Params::Unknown => return mode == Mode::Refuse,
+        Params::Read(b) if !b.is_empty() => b,
+        _ => no_body,
+    };
     let fold = mode == Mode::Refuse;
-    let holds = |pairs: &Pairs, c: &QueryCondition| {
-        let values: Vec<&str> = pairs
-            .iter()
+    let holds = |(query, body): (&Pairs, &Pairs), c: &QueryCondition| {
+        let pairs = || query.iter().chain(body);
+        let values: Vec<&str> = pairs()
             .filter(|(k, _)| keys::spells(k, &c.key))
             .map(|(_, v)| v.as_deref().unwrap_or(""))
             .collect();
-        let written = pairs.iter().any(|(k, _)| *k == c.key);
+        let written = pairs().any(|(k, _)| *k == c.key);
         let fits = |v: &&str| match &c.value {
             Some(want) => path::glob(want.as_bytes(), v.as_bytes(), fold),
             None => true,
@@ -388,10 +465,13 @@ fn query_matches(r: &RequestRule, readings: &[Pairs], mode: Mode) -> bool {
             Mode::Refuse => values.iter().any(fits),
         }
     };
-    let one = |pairs: &Pairs| r.query.iter().all(|c| holds(pairs, c));
+    let mut pairings = readings
+        .iter()
+        .flat_map(|q| bodies.iter().map(move |b| (q, b)));
+    let one = |p: (&Pairs, &Pairs)| r.query.iter().all(|c| holds(p, c));
     match mode {
-        Mode::Allow => readings.iter().all(one),
-        Mode::Refuse => readings.iter().any(one),
+        Mode::Allow => pairings.all(one),
+        Mode::Refuse => pairings.any(one),
     }
 }
 

@@ -45,6 +45,7 @@ fn decide(rules: &RequestRules, method: &str, url: &str) -> Outcome {
             path: &path,
             query,
             rpc: &Rpc::NoBody,
+            params: &Params::None,
         })
         .outcome
 }

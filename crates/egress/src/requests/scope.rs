@@ -28,6 +28,11 @@ pub struct AskScope {
     /// The body was to be read for its JSON-RPC calls and could not be:
     /// nobody can say what it calls, so no answer covers another.
     pub unread_body: bool,
+    /// The body gives a parameter whose key may be read as one an asking
+    /// rule's condition names, or may give any (it could not be read):
+    /// the scope states only the query, so no answer covers another
+    /// request (whose body may give another value).
+    pub body_params: bool,
 }
 
 impl AskScope {
@@ -61,6 +66,14 @@ impl AskScope {
             .collect();
         query.sort();
         query.dedup();
+        let body_params = match req.params {
+            super::Params::None => false,
+            super::Params::Unknown => !looked_at.is_empty(),
+            super::Params::Read(readings) => readings.iter().flatten().any(|(k, _)| {
+                let k = folded(k);
+                looked_at.iter().any(|c| k.contains(c.as_str()))
+            }),
+        };
         AskScope {
             method: req.method.to_string(),
             name: req.name.to_string(),
@@ -70,6 +83,7 @@ impl AskScope {
             rpc,
             unread_body: matches!(req.rpc, super::Rpc::Unreadable)
                 && asked.iter().any(|(_, r)| !r.rpc.is_empty()),
+            body_params,
         }
     }
 
@@ -89,14 +103,16 @@ impl AskScope {
             query: Vec::new(),
             rpc,
             unread_body: matches!(req.rpc, super::Rpc::Unreadable),
+            body_params: false,
         }
     }
 
     /// Whether an answer may cover more than this one request: the
     /// request has one method (not "any method an unread body may
-    /// name") and a body that was read whenever a rule needed it.
+    /// name"), a body that was read whenever a rule needed it, and no
+    /// parameter in its body that an asking rule's condition looks at.
     pub fn repeatable(&self) -> bool {
-        is_token(&self.method) && !self.unread_body
+        is_token(&self.method) && !self.unread_body && !self.body_params
     }
 
     /// The request rule that allows this scope and nothing wider: the
@@ -206,7 +222,7 @@ fn folded(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::requests::Rpc;
+    use crate::requests::{Params, Rpc};
 
     fn rule(s: &str) -> RequestRule {
         RequestRule::parse(RequestAction::Ask, s).unwrap()
@@ -231,6 +247,7 @@ mod tests {
             path,
             query,
             rpc,
+            params: &Params::None,
         };
         AskScope::of(
             &req,

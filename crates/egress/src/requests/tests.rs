@@ -26,6 +26,7 @@ fn decide(r: &RequestRules, name: &str, method: &str, target: &str) -> Option<Ou
             path: &path,
             query,
             rpc: &Rpc::NoBody,
+            params: &Params::None,
         })
         .outcome,
     )
@@ -69,6 +70,7 @@ fn deny_wins_over_ask_and_ask_over_allow_whatever_their_order() {
         path: "/a/b.git/git-receive-pack",
         query: None,
         rpc: &Rpc::NoBody,
+        params: &Params::None,
     });
     assert_eq!(v.rule.as_deref(), Some("* forge.test/**/git-receive-pack"));
     assert!(v.why.contains("denied by the request rule"), "{}", v.why);
@@ -273,6 +275,7 @@ fn json_rpc_methods_are_decided_message_by_message() {
             path: "/mcp",
             query: None,
             rpc: &rpc,
+            params: &Params::None,
         })
         .outcome
     };
@@ -342,6 +345,7 @@ fn what_is_shown_of_a_request_never_holds_a_query_value() {
         path: "/c",
         query: Some("key=s3cret"),
         rpc: &Rpc::NoBody,
+        params: &Params::None,
     });
     assert!(!v.why.contains("s3cret"), "{}", v.why);
     assert!(v.why.contains("/c?key=…"), "{}", v.why);
@@ -489,4 +493,118 @@ fn a_rule_naming_get_governs_head_and_one_naming_head_governs_only_head() {
     assert_eq!(d("POST", "/x"), Some(Outcome::NoRule));
     let r = rules(&[(Allow, "HEAD api.test/**")]);
     assert_eq!(decide(&r, "api.test", "GET", "/x"), Some(Outcome::NoRule));
+}
+
+/// `method target` on `api.test:443` with its body's parameters `params`.
+fn decide_with(r: &RequestRules, method: &str, target: &str, params: &Params) -> Verdict {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    r.decide(&Request {
+        name: "api.test",
+        port: 443,
+        method,
+        path,
+        query,
+        rpc: &Rpc::NoBody,
+        params,
+    })
+}
+
+/// The body's parameters as a form `body` is read.
+fn form(body: &str) -> Params {
+    Params::Read(path::query_readings(body))
+}
+
+/// PHP's `$_REQUEST`, a servlet's `getParameter`, Spring's
+/// `@RequestParam`, Rails' `params` and Flask's `request.values` merge
+/// the body's parameters with the query's: a deny or ask condition
+/// matches a key given in either, under every spelling, and a body that
+/// could not be read may give any.
+#[test]
+fn a_refusing_condition_matches_a_key_the_body_gives_as_the_query_would() {
+    let r = rules(&[
+        (Allow, "POST api.test/users/**"),
+        (Deny, "POST api.test/users/**?admin=1"),
+        (Ask, "POST api.test/orders/**?refund"),
+        (Allow, "POST api.test/orders/**"),
+    ]);
+    let d = |t: &str, p: &Params| decide_with(&r, "POST", t, p).outcome;
+    assert_eq!(d("/users/7?admin=1", &Params::None), Outcome::Deny);
+    assert_eq!(d("/users/7", &Params::None), Outcome::Allow);
+    for body in [
+        "admin=1",
+        "x=2&ADMIN=1",
+        "admin[]=1",
+        "%20admin=1",
+        "a=1;admin=1",
+    ] {
+        assert_eq!(d("/users/7", &form(body)), Outcome::Deny, "{body}");
+    }
+    assert_eq!(d("/users/7", &form("admin=0&name=x")), Outcome::Allow);
+    assert_eq!(d("/users/7", &Params::Read(vec![])), Outcome::Allow);
+    let unread = decide_with(&r, "POST", "/users/7", &Params::Unknown);
+    assert_eq!(unread.outcome, Outcome::Deny);
+    assert!(unread.why.contains("cannot be read"), "{}", unread.why);
+    assert_eq!(d("/orders/1", &form("refund=yes")), Outcome::Ask);
+    assert_eq!(d("/orders/1", &Params::Unknown), Outcome::Ask);
+    assert_eq!(d("/orders/1", &form("item=2")), Outcome::Allow);
+}
+
+/// An allow condition holds only when every value the query and the body
+/// give its key fits: a body giving it another value, or one that could
+/// not be read, is allowed by no such rule.
+#[test]
+fn an_allow_condition_never_passes_a_value_the_body_gives_its_key() {
+    let r = rules(&[(Allow, "POST api.test/search?q=safe-*")]);
+    let d = |t: &str, p: &Params| decide_with(&r, "POST", t, p).outcome;
+    assert_eq!(d("/search?q=safe-1", &Params::None), Outcome::Allow);
+    assert_eq!(d("/search?q=safe-1", &form("page=2")), Outcome::Allow);
+    assert_eq!(d("/search?q=safe-1", &form("q=safe-2")), Outcome::Allow);
+    for body in ["q=evil", "q[]=evil", "Q=evil", "q=safe-2&q=evil"] {
+        assert_eq!(
+            d("/search?q=safe-1", &form(body)),
+            Outcome::NoRule,
+            "{body}"
+        );
+    }
+    assert_eq!(d("/search?q=safe-1", &Params::Unknown), Outcome::NoRule);
+    // The key given in the body alone, as the rule writes it, fits too.
+    assert_eq!(d("/search", &form("q=safe-3")), Outcome::Allow);
+    assert_eq!(d("/search", &form("q=evil")), Outcome::NoRule);
+}
+
+/// An ask whose body gives a key its condition looks at states only the
+/// query: no answer covers more than this request, and no grant is kept.
+#[test]
+fn an_ask_whose_body_gives_a_looked_at_key_covers_no_other_request() {
+    let r = rules(&[(Ask, "POST api.test/ok?action=*")]);
+    let scope = |t: &str, p: &Params| decide_with(&r, "POST", t, p).scope.unwrap();
+    let plain = scope("/ok?action=read", &Params::None);
+    assert!(plain.repeatable() && plain.entry().is_some(), "{plain:?}");
+    let other = scope("/ok?action=read", &form("page=1"));
+    assert!(other.repeatable(), "{other:?}");
+    for p in [
+        form("action=delete"),
+        form("Action[]=delete"),
+        Params::Unknown,
+    ] {
+        let s = scope("/ok?action=read", &p);
+        assert!(s.body_params && !s.repeatable(), "{s:?}");
+        assert_eq!(s.entry(), None, "{s:?}");
+    }
+    let ask = AskedRequest {
+        method: "POST".into(),
+        target: "/ok?action=…".into(),
+        rule: "POST api.test/ok?action=*".into(),
+        rpc: vec![],
+        unread_body: false,
+        body_params: true,
+    };
+    assert!(
+        ask.line().contains("its body gives parameters"),
+        "{}",
+        ask.line()
+    );
 }

@@ -1,7 +1,9 @@
 //! A request on a terminated connection put to its name's request rules
 //! (`crate::requests`): decided on the path the upstream will get, its
-//! query and, where a rule names JSON-RPC methods, the start of its body
-//! (read within the proxy's memory budget and sent on unchanged);
+//! query and, where a rule names JSON-RPC methods, methods or query
+//! conditions, the start of its body (its calls, a `_method` field, the
+//! parameters servers merge with the query's; read within the proxy's
+//! memory budget and sent on unchanged);
 //! refused with a 403 that says why, or let through and counted, and
 //! recorded once with its bytes when its answer has been relayed. It never
 //! forwards anything itself (the session does).
@@ -17,7 +19,7 @@
 use super::paid::{Bill, Prefixed, Unpaid};
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
-use crate::requests::{rpc_labels, AskScope, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
+use crate::requests::{rpc_labels, AskScope, Outcome, Params, Request, Rpc, Verdict, MAX_RPC_BODY};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, SizeHint};
@@ -66,9 +68,18 @@ pub(super) async fn judge(
     let kinds = if body.is_end_stream() {
         None
     } else {
-        methods::body_kinds(parts).filter(|_| rules.method_matters(name, port, path))
+        form::body_kinds(parts).filter(|_| rules.method_matters(name, port, path))
     };
-    let (read, body) = if needs_rpc || kinds.is_some() {
+    // How its body may give parameters a query condition looks at (servers
+    // merge a body's with the query's): asked only where a rule with a
+    // condition could match, so other requests' bodies are never read.
+    let param_kinds = if body.is_end_stream() || !rules.params_matter(name, port, path) {
+        None
+    } else {
+        form::body_kinds(parts)
+    };
+    let needs_params = param_kinds.as_ref().is_some_and(|k| !k.is_empty());
+    let (read, body) = if needs_rpc || kinds.is_some() || needs_params {
         read_start(body, &term.decode_memory).await
     } else {
         (Read::NoBody, body)
@@ -104,6 +115,18 @@ pub(super) async fn judge(
         (Read::Body(data), true) => rpc_labels(data).map_or(Rpc::Unreadable, Rpc::Labels),
         (Read::Unreadable | Read::Unpaid(_), true) => Rpc::Unreadable,
     };
+    // A body a server may read parameters from and that was not read for
+    // certain (coded, past the limit, malformed) may hold any.
+    let params = match (&param_kinds, &read) {
+        (None, _) => Params::None,
+        (Some(k), _) if k.is_empty() => Params::Unknown,
+        (Some(_), Read::NoBody) => Params::None,
+        (Some(k), Read::Body(data)) => {
+            let keys = rules.condition_keys(name, port);
+            form::params(parts, k, data, &keys).await
+        }
+        (Some(_), _) => Params::Unknown,
+    };
     let request = Request {
         name,
         port,
@@ -111,6 +134,7 @@ pub(super) async fn judge(
         path,
         query: parts.uri.query(),
         rpc: &rpc,
+        params: &params,
     };
     let (allowed, cause, rule, why) = settle(term, &request, &methods, unread).await;
     let reason = cause.reason;
@@ -494,6 +518,7 @@ fn forbidden(reason: Reason, why: &str) -> Response<OutBody> {
 }
 
 mod ask;
+mod form;
 mod methods;
 pub(super) use ask::Grant;
 pub use ask::ASKED_ALWAYS;

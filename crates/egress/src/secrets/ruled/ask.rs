@@ -63,6 +63,7 @@ pub(in crate::secrets) async fn ask(
         rule: rule.to_string(),
         rpc: scope.rpc.clone(),
         unread_body: scope.unread_body,
+        body_params: scope.body_params,
     };
     let what = format!("{method} {name}{}{}", request.target, request.calls());
     let granted = term
@@ -153,6 +154,7 @@ mod tests {
             query: Vec::new(),
             rpc: Vec::new(),
             unread_body: false,
+            body_params: false,
         }
         .entry()
     }

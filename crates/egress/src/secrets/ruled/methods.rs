@@ -6,6 +6,7 @@
 //! most refused of these methods. Reading only: what the body holds comes
 //! from the terminator's bounded read, never from here.
 
+use super::form::{json_members, multipart_fields, Kind};
 use crate::requests::{field_values_by, keys};
 
 /// Headers by which a client asks a server to take a request as another
@@ -81,89 +82,6 @@ pub(super) fn add(out: &mut Vec<String>, more: impl IntoIterator<Item = String>)
     }
 }
 
-/// How a body that may carry `_method` is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    /// A form: `application/x-www-form-urlencoded` (or a type that starts
-    /// so, which Symfony takes), or no content type at all or an empty
-    /// one (which Rack reads as a form).
-    Form,
-    /// Any `multipart/*` with a boundary (Rack parses `mixed` and
-    /// `related` as it parses `form-data`).
-    Multipart,
-    /// Any type whose subtype holds `json` (`text/json`,
-    /// `application/x-json`, `…+json`), or a header that holds `/json` or
-    /// `+json` anywhere (Laravel's `isJson`).
-    Json,
-}
-
-/// Each content type `parts` names, as the frameworks take them apart:
-/// every header, each split at `,` (Rack and PHP keep the first part,
-/// others may keep another), trimmed, in its own case.
-fn content_types(parts: &http::request::Parts) -> Vec<String> {
-    parts
-        .headers
-        .get_all(http::header::CONTENT_TYPE)
-        .iter()
-        .flat_map(|v| {
-            String::from_utf8_lossy(v.as_bytes())
-                .split(',')
-                .map(|t| t.trim().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-/// How one content type may be read, each way a framework
-/// reads it: a type can be read as more than one kind.
-fn kinds_of(t: &str, out: &mut Vec<Kind>) {
-    let t = t.to_ascii_lowercase();
-    // PHP cuts the essence at `;`, `,` or a space; Rack at `;` or `,`.
-    let essence = t.split([';', ' ', '\t']).next().unwrap_or("").trim();
-    let mut add = |k: Kind| {
-        if !out.contains(&k) {
-            out.push(k);
-        }
-    };
-    if essence.is_empty() || essence.starts_with("application/x-www-form-urlencoded") {
-        add(Kind::Form);
-    }
-    if essence.starts_with("multipart/") {
-        add(Kind::Multipart);
-    }
-    let subtype_json = essence
-        .split_once('/')
-        .is_some_and(|(_, sub)| sub.contains("json"));
-    if subtype_json || t.contains("/json") || t.contains("+json") {
-        add(Kind::Json);
-    }
-}
-
-/// What `parts` says its body is, where a server may read `_method` in
-/// it: each kind any content type it names may be read as (a request
-/// naming two is read as both); `None` for a body no such server reads a
-/// field of, and `Some(vec![])` for one it may read in a way this cannot
-/// (a content coding), which is then taken to name any method.
-pub(super) fn body_kinds(parts: &http::request::Parts) -> Option<Vec<Kind>> {
-    let types = content_types(parts);
-    let mut kinds: Vec<Kind> = Vec::new();
-    if types.is_empty() {
-        kinds.push(Kind::Form);
-    }
-    for t in &types {
-        kinds_of(t, &mut kinds);
-    }
-    if kinds.is_empty() {
-        return None;
-    }
-    let coded = parts
-        .headers
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    Some(if coded { Vec::new() } else { kinds })
-}
-
 /// The methods `body` (read whole) names in `_method` when read as each
 /// of `kinds`; `None` when it cannot be read for certain: JSON that does
 /// not parse, a `_method` that is not a string of letters, a multipart
@@ -181,8 +99,22 @@ pub(super) async fn in_body(
                 NEEDLE,
                 is_field,
             )),
-            Kind::Json => out.extend(in_json(body)?),
-            Kind::Multipart => out.extend(in_multipart(parts, body).await?),
+            // A `_method` that is not a string is read differently by
+            // each framework: uncertain.
+            Kind::Json => {
+                for (k, v) in json_members(body)? {
+                    if is_field(&k) {
+                        out.push(v.as_str()?.to_string());
+                    }
+                }
+            }
+            Kind::Multipart => out.extend(
+                multipart_fields(parts, body, mentions)
+                    .await?
+                    .into_iter()
+                    .filter(|(k, _)| is_field(k))
+                    .map(|(_, v)| v),
+            ),
         }
     }
     // A value a server would not take as a method as it stands (a line
@@ -191,69 +123,6 @@ pub(super) async fn in_body(
     out.iter()
         .all(|m| m.trim().bytes().all(|b| b.is_ascii_alphabetic()))
         .then_some(out)
-}
-
-/// Every top-level `_method` (any case of the key) of a JSON object, each
-/// value of a key given twice (parsers keep the first or the last);
-/// `None` when the body is not JSON serde reads (a number out of range,
-/// nesting past its limit: PHP reads both) or a `_method` is not a string.
-fn in_json(body: &[u8]) -> Option<Vec<String>> {
-    match serde_json::from_slice::<Top>(body) {
-        Ok(Top(found)) => found,
-        Err(_) => None,
-    }
-}
-
-/// A JSON document's top-level `_method` values, every one kept; inner
-/// `None` when one is not a string.
-struct Top(Option<Vec<String>>);
-
-impl<'de> serde::Deserialize<'de> for Top {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Top, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Top;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
-                let mut found = Some(Vec::new());
-                while let Some(key) = map.next_key::<String>()? {
-                    let value: serde_json::Value = map.next_value()?;
-                    if is_field(&key) {
-                        match (value.as_str(), found.as_mut()) {
-                            (Some(m), Some(f)) => f.push(m.to_string()),
-                            _ => found = None,
-                        }
-                    }
-                }
-                Ok(Top(found))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-            fn visit_unit<E>(self) -> Result<Top, E> {
-                Ok(Top(Some(Vec::new())))
-            }
-        }
-        d.deserialize_any(Visit)
-    }
 }
 
 /// How many times `body` may spell a field of [`FIELDS`]: `method` (any
@@ -268,88 +137,10 @@ fn mentions(body: &[u8]) -> usize {
         .count()
 }
 
-/// Whether `text` may spell a part's name in a way `multer` does not
-/// read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
-/// field's name across two; `filename*` is not one). Asked of the whole
-/// body first (cheap, and wider), then of each part's header.
-fn extended_name(body: &[u8]) -> bool {
-    let lower = body.to_ascii_lowercase();
-    lower
-        .windows(5)
-        .enumerate()
-        .any(|(i, w)| w == b"name*" && (i == 0 || !lower[i - 1].is_ascii_alphanumeric()))
-}
-
-/// The one boundary every multipart type `parts` names gives; `None`
-/// when none does or two differ (servers pick different ones).
-fn boundary(parts: &http::request::Parts) -> Option<String> {
-    let mut found: Option<String> = None;
-    for t in content_types(parts)
-        .iter()
-        .filter(|t| t.to_ascii_lowercase().starts_with("multipart/"))
-    {
-        for param in t.split(';').skip(1) {
-            let Some((k, v)) = param.split_once('=') else {
-                continue;
-            };
-            if !k.trim().eq_ignore_ascii_case("boundary") {
-                continue;
-            }
-            let v = v.trim().trim_matches('"').to_string();
-            match &found {
-                Some(b) if *b != v => return None,
-                _ => found = Some(v),
-            }
-        }
-    }
-    found
-}
-
-/// A multipart body's `_method` fields' values, by `multer`. A body that
-/// does not mention the field at all (plain or escaped) nor may spell a
-/// name in RFC 2231's way names no method; one that does is certain only
-/// when the parser, with the one boundary the request names, reads each
-/// mention as a field so named and no part's header names it otherwise,
-/// and `None` otherwise.
-async fn in_multipart(parts: &http::request::Parts, body: &[u8]) -> Option<Vec<String>> {
-    let said = mentions(body);
-    if said == 0 && !extended_name(body) {
-        return Some(Vec::new());
-    }
-    // The boundary is read here, not by `multer::parse_boundary`, which
-    // knows only `form-data`.
-    let boundary = boundary(parts)?;
-    let data = bytes::Bytes::copy_from_slice(body);
-    let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
-    let mut form = multer::Multipart::new(stream, boundary);
-    let mut out = Vec::new();
-    loop {
-        match form.next_field().await {
-            Ok(Some(field)) => {
-                // A part's name as another parser may read it: from a
-                // second Content-Disposition, or RFC 2231's parameters.
-                let said = field
-                    .headers()
-                    .get_all(http::header::CONTENT_DISPOSITION)
-                    .iter()
-                    .collect::<Vec<_>>();
-                if said.len() > 1 || said.iter().any(|v| extended_name(v.as_bytes())) {
-                    return None;
-                }
-                if field.name().is_some_and(is_field) {
-                    out.push(field.text().await.ok()?);
-                }
-            }
-            Ok(None) => break,
-            Err(_) => return None,
-        }
-    }
-    (out.len() >= said).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::ruled::form::body_kinds;
 
     fn parts(req: http::Request<()>) -> http::request::Parts {
         req.into_parts().0
