@@ -16,12 +16,13 @@ const RAW: &str = r#"
 import os, re, socket, ssl, sys
 port = int(sys.argv[1])
 TAIL = "\u009b31mRED\u009b0m\u0085NEL\u2028FAKE\u2029\u202egnp.exe\u202a\u2066x\u2069"
-# Without Unicode's whitespace (NEL and the separators are): a rule that
-# allows it alone can be written, and is proposed at exit.
-WORD = "\u009b31mRED\u202egnp.exe\u202a\u2066x\u2069"
+# Without C1 controls (no rule can name one: refused before any rule) and
+# Unicode's whitespace: denied by a rule, or proposed at exit.
+BIDI = "RED\u2028FAKE\u2029\u202egnp.exe\u202a\u2066x\u2069"
+WORD = "RED\u202egnp.exe\u202a\u2066x\u2069"
 ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE"))
 ctx.set_alpn_protocols(["http/1.1"])
-for path in ["/denied/" + TAIL, "/proposed/" + WORD + "?token=abc"]:
+for path in ["/denied/" + TAIL, "/denied/" + BIDI, "/proposed/" + WORD + "?token=abc"]:
     s = ctx.wrap_socket(socket.create_connection(("forge.test", port), timeout=10), server_hostname="forge.test")
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: forge.test:{port}\r\nConnection: close\r\n\r\n".encode())
     s.settimeout(5)
@@ -65,20 +66,27 @@ fn the_end_of_run_summary_shows_a_paths_controls_escaped_and_never_raw() {
     let s = stdout(&out);
     let err = stderr(&out);
     assert!(out.status.success(), "{s}\n{err}");
-    assert_eq!(s.lines().collect::<Vec<_>>(), ["403", "403"], "{s}\n{err}");
+    // The C1 path is refused before any rule (no rule can name it), the
+    // others are refused by the rules, and nothing went upstream.
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        ["400", "403", "403"],
+        "{s}\n{err}"
+    );
     assert!(up.requests().is_empty(), "{:?}", up.requests());
-    // The summary names the name's first refusal (the deny rule's) and
-    // proposes a rule for the request no rule allowed: each path is
-    // there, escaped.
-    assert!(err.contains("denied by the request rule"), "{err}");
+    // The summary names the first refusal and proposes a rule for the
+    // request no rule allowed: each path is there, escaped (the refused
+    // one as its characters, the proposed one in the escaped spelling
+    // every path is read and written in).
+    assert!(err.contains("no rule can name it"), "{err}");
     let proposed = format!(
-        "--allow-request 'GET forge.test:{}/proposed/\\x9b31mRED\\u{{202e}}gnp.exe",
+        "--allow-request 'GET forge.test:{}/proposed/RED%E2%80%AEgnp.exe%E2%80%AA%E2%81%A6x%E2%81%A9'",
         up.port
     );
     assert!(err.contains(&proposed), "{proposed} is not in: {err}");
     for escaped in [
-        "\\x9b31mRED",
-        "\\x85NEL",
+        "\\u{9b}31mRED",
+        "\\u{85}NEL",
         "\\u{2028}FAKE",
         "\\u{2029}",
         "\\u{202e}gnp.exe",
