@@ -106,3 +106,128 @@ c same -H "$form" --data-binary 'page=2' "$u/search?q=safe-1"
         "only the request without another value arrived: {seen:?}"
     );
 }
+
+/// An ask whose condition's key the body gives: the question says so, and
+/// no answer covers more than that one request. "always" about
+/// `?action=read` with no body keeps that grant; the same query with the
+/// body `action=delete` is asked about every time (the grant does not
+/// cover it, nor does "always" about it), and nothing is kept for it.
+#[test]
+fn an_ask_about_a_key_the_body_gives_covers_that_request_only() {
+    use crate::common::forge::reach;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let port = up.port.to_string();
+    let state = TempDir::new("requests-body-params-ask");
+    let w = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut args: Vec<String> = vec!["create".into(), "bodied".into()];
+    args.extend(reach(&ca, &port));
+    args.extend([
+        "--ask-request".into(),
+        format!("POST forge.test:{port}/ok?action=*"),
+    ]);
+    ok(&w(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    ok(&w(&["start", "bodied"]));
+    // `/ok?action=read&n=N`: `n` tells the requests apart in the
+    // server's record (no condition looks at it).
+    let post = |n: u32, body: &str| {
+        Command::new(warden_bin())
+            .args(["exec", "bodied", "--", "curl", "-sS", "--noproxy", "*"])
+            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+            .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
+            .args(["--data-binary", body])
+            .arg(format!("https://forge.test:{port}/ok?action=read&n={n}"))
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let question = || -> serde_json::Value {
+        let mut q = serde_json::Value::Null;
+        wait_until("the question", Duration::from_secs(15), || {
+            let out = ok(&w(&["approvals", "--json"]));
+            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
+            !q.is_null()
+        });
+        q
+    };
+    let answer = |q: &serde_json::Value, a: &str| {
+        ok(&w(&["approvals", q["id"].as_str().unwrap(), a]));
+    };
+    let answered = |child: std::process::Child| {
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
+    };
+    // The query alone: asked, always.
+    let first = post(1, "");
+    let q = question();
+    assert!(!q["request"].as_str().unwrap_or("").contains("body"), "{q}");
+    answer(&q, "allow_always");
+    assert_eq!(answered(first), "200");
+    // The same query, the body giving the key another value: asked (the
+    // grant does not cover it), the question says why; denied.
+    let second = post(2, "action=delete");
+    let q = question();
+    assert!(
+        q["request"]
+            .as_str()
+            .is_some_and(|r| r.contains("its body gives parameters the rule looks at")),
+        "{q}"
+    );
+    answer(&q, "deny");
+    assert_eq!(answered(second), "403");
+    // "always" about it lets that request go once, and covers no other.
+    let third = post(3, "action=delete");
+    answer(&question(), "allow_always");
+    assert_eq!(answered(third), "200");
+    let fourth = post(4, "action=delete");
+    answer(&question(), "deny");
+    assert_eq!(answered(fourth), "403");
+    let seen = up.requests();
+    let reached: Vec<&str> = seen
+        .iter()
+        .filter_map(|r| r.split_once("&n=").map(|(_, n)| n))
+        .collect();
+    assert_eq!(reached, ["1", "3"], "{seen:?}");
+    ok(&w(&["stop", "--time", "1s", "bodied"]));
+    // Kept: the grant about the query alone, and nothing for the body.
+    let kept: String = files_under(&state.path().join("warden"), "grants")
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    assert!(
+        kept.contains(&format!(
+            r#"allow_requests: ["POST forge.test:{port}/ok?action=read"]"#
+        )),
+        "{kept}"
+    );
+    ok(&w(&["rm", "bodied"]));
+}
+
+/// Every file below `dir` whose path holds `part`.
+fn files_under(dir: &std::path::Path, part: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(files_under(&p, part));
+        } else if p.to_string_lossy().contains(part) {
+            out.push(p);
+        }
+    }
+    out
+}
