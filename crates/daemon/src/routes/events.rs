@@ -116,7 +116,9 @@ pub async fn events(
         } else {
             line.to_string()
         };
-        with_remedy(&line)
+        // The records as the CLI's `--json` shows them: no control or
+        // format character raw, whichever warden wrote the line.
+        warden_audit::json::escape_line(&with_remedy(&line)).into_owned()
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
     std::thread::spawn(move || {
@@ -171,7 +173,7 @@ pub async fn events(
                 if e.ts_ms < last_ts {
                     return true;
                 }
-                let Ok(line) = serde_json::to_string(&e) else {
+                let Ok(line) = warden_audit::json::to_string(&e) else {
                     return true;
                 };
                 let keep = n < from
