@@ -430,6 +430,31 @@ pub fn calls_as(
     move |method, path, body| call_on(d, true, method, path, body, Some(&token))
 }
 
+/// Calls through the daemon's E2B door as the API key `key`: `(method,
+/// path, body)` to `(status, body)`.
+pub fn e2b_calls_as(
+    d: &Daemon,
+    key: String,
+) -> impl Fn(&str, &str, Option<&str>) -> (u16, String) + Sync + '_ {
+    let door = format!("http://{}", d.e2b.as_ref().unwrap());
+    move |method, path, body| {
+        exchange(
+            method,
+            &format!("{door}{path}"),
+            &[("x-api-key", key.as_str())],
+            body,
+            &[],
+        )
+    }
+}
+
+/// Make sandbox `name` with a disk budget of `disk` through `t`.
+pub fn with_disk(t: &impl Fn(&str, &str, Option<&str>) -> (u16, String), name: &str, disk: &str) {
+    let spec = format!(r#"{{"name":"{name}","spec":{{"resources":{{"disk":"{disk}"}}}}}}"#);
+    let (s, b) = t("POST", "/v1/sandboxes", Some(&spec));
+    assert_eq!(s, 201, "{b}");
+}
+
 /// Make sandbox `name` (with `disk`) through `t` and give it a layer whose
 /// copy takes a while: 4,000 small files and `mb` MB of random bytes, the
 /// window a race against a snapshot or a create falls in.
@@ -439,9 +464,7 @@ pub fn slow_to_copy(
     disk: &str,
     mb: u32,
 ) {
-    let spec = format!(r#"{{"name":"{name}","spec":{{"resources":{{"disk":"{disk}"}}}}}}"#);
-    let (s, b) = t("POST", "/v1/sandboxes", Some(&spec));
-    assert_eq!(s, 201, "{b}");
+    with_disk(t, name, disk);
     let fill = format!(
         r#"{{"shell":"mkdir -p /workspace/many && cd /workspace/many && for d in $(seq 1 8); do mkdir $d; for f in $(seq 1 500); do echo x > $d/$f; done; done; head -c {mb}000000 /dev/urandom > /workspace/big"}}"#
     );

@@ -5,6 +5,7 @@
 pub mod daemon;
 pub mod desktop;
 pub mod forge;
+pub mod grants;
 pub mod mcp;
 pub mod rfb;
 pub mod sockets;

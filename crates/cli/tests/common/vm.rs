@@ -137,3 +137,22 @@ pub fn plant(dir: &str, secret: &str) -> Option<Planted> {
     std::fs::write(&p, secret).ok()?;
     Some(Planted(p))
 }
+
+/// A `--rootfs` tree of busybox for a guest, with `programs` linked to
+/// it by name; `None` (the reason printed) when the host can build no
+/// guest root image (neither `mkfs.ext4` nor `mkfs.erofs`) or has no
+/// static busybox.
+pub fn guest_busybox_tree(programs: &[&str]) -> Option<TempDir> {
+    let tool = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().any(|d| {
+        Path::new(d).join("mkfs.ext4").is_file() || Path::new(d).join("mkfs.erofs").is_file()
+    });
+    if !tool {
+        skip("neither mkfs.ext4 nor mkfs.erofs is installed: no guest root image can be built");
+        return None;
+    }
+    let root = busybox_rootfs()?;
+    for name in programs {
+        std::os::unix::fs::symlink("busybox", root.path().join("usr/bin").join(name)).unwrap();
+    }
+    Some(root)
+}

@@ -10,26 +10,8 @@
 use crate::common::daemon::{
     api_token, call_on, calls_as, curl_available, json, slow_to_copy, worker, Daemon, WORKER_SCOPES,
 };
+use crate::common::grants::{profile_without_bind, stdout_of, TeamData};
 use crate::common::*;
-use std::path::Path;
-
-/// The owner's catalogue with profile `withbind` binding `dir` read-only.
-fn profile_binding(config: &Path, dir: &Path) {
-    let profiles = config.join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("withbind.yaml"),
-        format!(
-            "description: the team's data, read-only\nfilesystem:\n  read_only: [\"{}\"]\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-}
-
-fn stdout_of(b: &str) -> String {
-    json(b)["stdout"].as_str().unwrap_or_default().to_string()
-}
 
 /// Finding: a token made `wb` from the owner's profile `withbind` (a host
 /// directory bound read-only), snapshotted it and kept another sandbox
@@ -45,15 +27,11 @@ fn a_tokens_copies_do_not_replay_a_host_bind_the_owner_has_taken_out_of_the_prof
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let state = TempDir::new("copy-grants");
-    let data = state.path().join("teamdata");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(data.join("secret.txt"), "GRANTED-ONCE-ONLY\n").unwrap();
-    let config = state.path().join("config");
-    profile_binding(&config, &data);
-    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let team = TeamData::plant("copy-grants");
+    let (state, config) = (&team.state, team.config.as_path());
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", config)]);
     let t = worker(&d, "a");
-    let read = format!(r#"{{"shell":"cat {}/secret.txt; true"}}"#, data.display());
+    let read = team.read();
     for name in ["wb", "wbkeep"] {
         let body = format!(r#"{{"name":"{name}","profile":"withbind"}}"#);
         let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
@@ -73,11 +51,7 @@ fn a_tokens_copies_do_not_replay_a_host_bind_the_owner_has_taken_out_of_the_prof
     assert!(s == 204 || s == 200, "{s} {b}");
 
     // The owner takes the bind back.
-    std::fs::write(
-        config.join("warden/profiles/withbind.yaml"),
-        "description: the team's profile, without the data now\n",
-    )
-    .unwrap();
+    profile_without_bind(config);
     let (s, b) = t(
         "POST",
         "/v1/sandboxes",

@@ -4,7 +4,7 @@
 //! is copied, a fork that does not fit is refused with 429 and the
 //! quota's field, and nothing of it is left.
 
-use crate::common::daemon::{api_token, call_on, curl_available, json, Daemon};
+use crate::common::daemon::{curl_available, json, with_disk, worker, Daemon};
 use crate::common::vm::{guest_release, vm_dir};
 use crate::common::*;
 use std::path::Path;
@@ -41,21 +41,8 @@ fn a_tokens_forks_of_a_full_layer_never_hold_more_disk_than_its_quota() {
     }
     let state = TempDir::new("fork-disk");
     let d = daemon_with_disk_quota(state.path(), "250M", &[]);
-    let token = api_token(
-        &d,
-        "q",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"src","spec":{"resources":{"disk":"64M"}}}"#),
-    );
-    assert_eq!(s, 201, "{b}");
+    let t = worker(&d, "q");
+    with_disk(&t, "src", "64M");
     // As much as the budget holds, in the workspace and in the home.
     let (s, b) = t(
         "POST",
@@ -138,15 +125,7 @@ fn a_tokens_vm_forks_count_their_saved_memory_against_its_disk_quota() {
         "600M",
         &[("XDG_CONFIG_HOME", &config), ("WARDEN_VM_DIR", &vm)],
     );
-    let token = api_token(
-        &d,
-        "vmq",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = worker(&d, "vmq");
     let (s, b) = t(
         "POST",
         "/v1/sandboxes",

@@ -5,7 +5,8 @@
 //! files than the host gives one by default.
 
 use crate::common::daemon::{
-    api_token, call_on, curl_available, exchange, json, sandboxes_on_disk, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, e2b_calls_as, json, sandboxes_on_disk, Daemon,
+    WORKER_SCOPES,
 };
 use crate::common::*;
 use std::path::Path;
@@ -46,19 +47,8 @@ fn stop_and_start_cycles_do_not_grow_a_tokens_volume_past_its_disk_quota() {
     let state = TempDir::new("r12-volume");
     let d = daemon_with_small_template(state.path(), "24M");
     let token = api_token(&d, "grow", WORKER_SCOPES, None);
-    let door = format!("http://{}", d.e2b.as_ref().unwrap());
-    let e2b = |method: &str, path: &str, body: Option<&str>| {
-        exchange(
-            method,
-            &format!("{door}{path}"),
-            &[("x-api-key", token.as_str())],
-            body,
-            &[],
-        )
-    };
-    let native = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let e2b = e2b_calls_as(&d, token.clone());
+    let native = calls_as(&d, token.clone());
     let (s, b) = e2b("POST", "/volumes", Some(r#"{"name":"grow"}"#));
     assert_eq!(s, 201, "{b}");
     let (s, b) = e2b(

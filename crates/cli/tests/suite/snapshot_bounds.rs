@@ -5,7 +5,7 @@
 //! it lands.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, with_disk, worker, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 
@@ -24,6 +24,24 @@ fn racer_with_a_sandbox(state: &std::path::Path) -> (Daemon, String) {
     );
     assert_eq!(s, 201, "{b}");
     (d, token)
+}
+
+/// The half-made copies (`*.partial`) left in the daemon's saved store
+/// under `state`.
+fn partial_copies(state: &std::path::Path) -> usize {
+    std::fs::read_dir(state.join("warden/saved"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|space| space.path().is_dir())
+        .flat_map(|space| {
+            std::fs::read_dir(space.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .count()
 }
 
 #[test]
@@ -62,20 +80,7 @@ fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
         "one token keeps at most 16 snapshots: {statuses:?}"
     );
     // No half-made copy is left behind either.
-    let partial = std::fs::read_dir(state.path().join("warden/saved"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|space| space.path().is_dir())
-        .flat_map(|space| {
-            std::fs::read_dir(space.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
-        .count();
-    assert_eq!(partial, 0);
+    assert_eq!(partial_copies(state.path()), 0);
 }
 
 /// A removal that comes while a fork of the sandbox is being copied waits
@@ -162,14 +167,8 @@ fn two_snapshots_at_once_against_a_quota_with_room_for_one_make_one() {
         &["--config", file.to_str().unwrap()],
         &[],
     );
-    let token = api_token(&d, "roomy", WORKER_SCOPES, None);
-    let t = calls_as(&d, token);
-    let (s, b) = t(
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"src","spec":{"resources":{"disk":"64M"}}}"#),
-    );
-    assert_eq!(s, 201, "{b}");
+    let t = worker(&d, "roomy");
+    with_disk(&t, "src", "64M");
     let (s, b) = t(
         "POST",
         "/v1/sandboxes/src/exec",
@@ -203,18 +202,5 @@ fn two_snapshots_at_once_against_a_quota_with_room_for_one_make_one() {
         "the token holds {bytes} bytes of snapshots besides its 64M sandbox, past its 124M quota"
     );
     // What was refused left nothing half-made.
-    let partial = std::fs::read_dir(state.path().join("warden/saved"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|space| space.path().is_dir())
-        .flat_map(|space| {
-            std::fs::read_dir(space.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
-        .count();
-    assert_eq!(partial, 0);
+    assert_eq!(partial_copies(state.path()), 0);
 }

@@ -12,37 +12,13 @@
 //! the host's file again: a stop and a start replayed the grant for ever.
 
 use crate::common::daemon::{
-    api_token, call, call_on, curl_available, exchange, json, worker, Daemon, WORKER_SCOPES,
+    api_token, call, call_on, calls_as, curl_available, e2b_calls_as, json, worker, Daemon,
+    WORKER_SCOPES,
 };
+use crate::common::grants::{profile_binding, profile_without_bind, stdout_of, TeamData};
+use crate::common::vm::guest_busybox_tree;
 use crate::common::*;
 use std::path::Path;
-
-/// The owner's catalogue with profile `withbind` binding `dir` read-only.
-fn profile_binding(config: &Path, dir: &Path) {
-    let profiles = config.join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("withbind.yaml"),
-        format!(
-            "description: the team's data, read-only\nfilesystem:\n  read_only: [\"{}\"]\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-}
-
-/// The owner takes the bind out of profile `withbind`.
-fn profile_without_bind(config: &Path) {
-    std::fs::write(
-        config.join("warden/profiles/withbind.yaml"),
-        "description: the team's profile, without the data now\n",
-    )
-    .unwrap();
-}
-
-fn stdout_of(b: &str) -> String {
-    json(b)["stdout"].as_str().unwrap_or_default().to_string()
-}
 
 fn state_of(t: &impl Fn(&str, &str, Option<&str>) -> (u16, String), id: &str) -> String {
     let (s, b) = t("GET", &format!("/v1/sandboxes/{id}"), None);
@@ -56,15 +32,11 @@ fn a_tokens_stopped_sandbox_is_not_started_again_with_a_host_bind_the_owner_has_
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let state = TempDir::new("start-grants");
-    let data = state.path().join("teamdata");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(data.join("secret.txt"), "GRANTED-ONCE-ONLY\n").unwrap();
-    let config = state.path().join("config");
-    profile_binding(&config, &data);
-    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let team = TeamData::plant("start-grants");
+    let (state, config) = (&team.state, team.config.as_path());
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", config)]);
     let t = worker(&d, "g");
-    let read = format!(r#"{{"shell":"cat {}/secret.txt; true"}}"#, data.display());
+    let read = team.read();
     let (s, b) = t(
         "POST",
         "/v1/sandboxes",
@@ -89,7 +61,7 @@ fn a_tokens_stopped_sandbox_is_not_started_again_with_a_host_bind_the_owner_has_
         assert_eq!(s, 200, "{b}");
     }
 
-    profile_without_bind(&config);
+    profile_without_bind(config);
 
     // The start is refused at the field's pointer, as the fork is, and
     // nothing runs: the sandbox stays stopped, a command is refused.
@@ -126,7 +98,7 @@ fn a_tokens_stopped_sandbox_is_not_started_again_with_a_host_bind_the_owner_has_
 
     // Granted again: the token's sandbox starts again with it (the check
     // is of what is granted now, not a mark left on the sandbox).
-    profile_binding(&config, &data);
+    profile_binding(config, &team.data);
     let (s, b) = t("POST", "/v1/sandboxes/g1/start", None);
     assert_eq!(s, 200, "{b}");
     let (s, b) = t("POST", "/v1/sandboxes/g1/exec", Some(&read));
@@ -156,34 +128,19 @@ fn the_e2b_doors_connect_does_not_start_a_tokens_sandbox_with_a_bind_the_owner_h
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let state = TempDir::new("start-grants-e2b");
-    let data = state.path().join("teamdata");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(data.join("secret.txt"), "GRANTED-ONCE-ONLY\n").unwrap();
-    let config = state.path().join("config");
-    profile_binding(&config, &data);
+    let team = TeamData::plant("start-grants-e2b");
+    let (state, config) = (&team.state, team.config.as_path());
     let e2b_at = format!("127.0.0.1:{}", free_port());
     let d = Daemon::start_with(
         state.path(),
         true,
         &["--e2b", &e2b_at],
-        &[("XDG_CONFIG_HOME", &config)],
+        &[("XDG_CONFIG_HOME", config)],
     );
     let token = api_token(&d, "e", WORKER_SCOPES, None);
-    let door = format!("http://{}", d.e2b.as_ref().unwrap());
-    let e2b = |method: &str, path: &str, body: Option<&str>| {
-        exchange(
-            method,
-            &format!("{door}{path}"),
-            &[("x-api-key", token.as_str())],
-            body,
-            &[],
-        )
-    };
-    let native = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
-    let read = format!(r#"{{"shell":"cat {}/secret.txt; true"}}"#, data.display());
+    let e2b = e2b_calls_as(&d, token.clone());
+    let native = calls_as(&d, token.clone());
+    let read = team.read();
     let mut ids = Vec::new();
     for _ in 0..2 {
         let (s, b) = e2b(
@@ -209,7 +166,7 @@ fn the_e2b_doors_connect_does_not_start_a_tokens_sandbox_with_a_bind_the_owner_h
     assert_eq!(s, 204, "{b}");
     assert_eq!(state_of(&native, in_memory), "paused");
 
-    profile_without_bind(&config);
+    profile_without_bind(config);
 
     let (s, b) = e2b(
         "POST",
@@ -325,18 +282,7 @@ fn a_sandbox_whose_workspace_was_moved_is_not_started_by_the_api_nor_the_command
 
 /// A `--rootfs` tree of busybox for a guest.
 fn guest_tree() -> Option<TempDir> {
-    let tool = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().any(|d| {
-        Path::new(d).join("mkfs.ext4").is_file() || Path::new(d).join("mkfs.erofs").is_file()
-    });
-    if !tool {
-        skip("neither mkfs.ext4 nor mkfs.erofs is installed: no guest root image can be built");
-        return None;
-    }
-    let root = busybox_rootfs()?;
-    for name in ["sh", "sleep", "cat"] {
-        std::os::unix::fs::symlink("busybox", root.path().join("usr/bin").join(name)).unwrap();
-    }
-    Some(root)
+    guest_busybox_tree(&["sh", "sleep", "cat"])
 }
 
 /// The owner's profile `vmgrant`: a VM over `tree`, allowed to run

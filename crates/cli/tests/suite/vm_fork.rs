@@ -52,18 +52,7 @@ fn processes(state: &Path, name: &str) -> String {
 
 /// A `--rootfs` tree of busybox with the programs the test runs by name.
 fn busybox_tree() -> Option<TempDir> {
-    let tool = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().any(|d| {
-        Path::new(d).join("mkfs.ext4").is_file() || Path::new(d).join("mkfs.erofs").is_file()
-    });
-    if !tool {
-        skip("neither mkfs.ext4 nor mkfs.erofs is installed: no guest root image can be built");
-        return None;
-    }
-    let root = busybox_rootfs()?;
-    for name in ["sh", "sleep", "cat", "hostname"] {
-        std::os::unix::fs::symlink("busybox", root.path().join("usr/bin").join(name)).unwrap();
-    }
-    Some(root)
+    guest_busybox_tree(&["sh", "sleep", "cat", "hostname"])
 }
 
 /// Create and start the VM sandbox `src` on the root tree `tree`, with a
