@@ -81,7 +81,7 @@ pub fn add_entry(text: &str, field: Field, entry: &str) -> Result<Option<String>
     if old.iter().any(|d| d == entry) {
         return Ok(None);
     }
-    let quoted = serde_json::Value::from(entry).to_string();
+    let quoted = yaml_quoted(entry, |_| false);
     let edited = match before.last().map(|d| d.pos) {
         Some(pos) => after_last(text, pos.line, pos.column, &quoted, &place)?,
         None => into_section(text, &quoted, &place)?,
@@ -100,14 +100,43 @@ pub fn add_entry(text: &str, field: Field, entry: &str) -> Result<Option<String>
     Ok(Some(edited))
 }
 
+/// `text` as a YAML double-quoted scalar the reader takes back as the
+/// same string, whatever is in it: `"` and `\` escaped, and written as
+/// `\u009B` or `\U000E0041` every character outside YAML's printable
+/// set, every control (C0, DEL, C1), every non-character (U+FDD0 to
+/// U+FDEF, U+xFFFE, U+xFFFF), the byte-order mark, the line and paragraph
+/// separators and Unicode's bidi controls, and whatever `also` names. An
+/// entry a sandbox chose (a request's path, a program's) written raw
+/// could make a file the reader refuses, and shut its owner out.
+pub fn yaml_quoted(text: &str, also: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        let n = u32::from(c);
+        let printable =
+            matches!(n, 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF);
+        let noncharacter = (0xFDD0..=0xFDEF).contains(&n) || n & 0xFFFE == 0xFFFE;
+        let special = matches!(
+            n,
+            0xFEFF | 0x2028 | 0x2029 | 0x061C | 0x200E | 0x200F | 0x202A..=0x202E | 0x2066..=0x2069
+        );
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            _ if printable && !noncharacter && !special && !also(c) => out.push(c),
+            _ if n <= 0xFFFF => out.push_str(&format!("\\u{n:04X}")),
+            _ => out.push_str(&format!("\\U{n:08X}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Profile lines that give `field`'s list `entries` (YAML, a flow list,
 /// each entry quoted), under its profile key's section: what a person
 /// pastes into a profile. A field whose key has no section is one line.
 pub fn list_lines(field: Field, entries: &[String]) -> String {
-    let quoted: Vec<String> = entries
-        .iter()
-        .map(|e| serde_json::Value::from(e.as_str()).to_string())
-        .collect();
+    let quoted: Vec<String> = entries.iter().map(|e| yaml_quoted(e, |_| false)).collect();
     let list = quoted.join(", ");
     match field.profile_key().unwrap_or_default().split_once('.') {
         Some((section, name)) => format!("{section}:\n  {name}: [{list}]"),
@@ -444,6 +473,33 @@ mod tests {
             list_lines(Field::AllowDomain, &["pypi.org".into()]),
             "egress:\n  domains: [\"pypi.org\"]"
         );
+    }
+
+    /// A program's path is the sandbox's choice: whatever it holds, the
+    /// profile edited for it and the lines pasted from it read back as
+    /// that path (with it raw, the reader refused the edit, and the
+    /// owner's "always" could never be kept).
+    #[test]
+    fn hostile_entries_are_written_so_that_they_read_back_the_same() {
+        let hostile = [
+            "/w/x\u{9b}31m",
+            "/w/a\u{202e}b\u{2066}c",
+            "/w/bom\u{feff}\u{fffe}\u{ffff}\u{fdd0}\u{10fffe}",
+            "/w/nel\u{85}ls\u{2028}ps\u{2029}",
+            "/w/c0\u{1}\u{1b}[2J\u{7f}\ttab",
+            "/w/q\"b\\s#h: c, [x] {y} &a *b !c %d @e `f",
+            "/w/\u{1f980} caf\u{e9}",
+        ];
+        let mut text = "process:\n  allow_exec: [sh]\n".to_string();
+        for h in hostile {
+            text = add_entry(&text, Field::AllowExec, h).unwrap().unwrap();
+        }
+        let mut want = vec!["sh".to_string()];
+        want.extend(hostile.iter().map(|h| h.to_string()));
+        assert_eq!(entries_of(&text, Field::AllowExec), want, "{text}");
+        assert!(!text.contains(['\u{9b}', '\u{202e}', '\u{feff}', '\u{85}', '\u{1b}']));
+        let pasted = list_lines(Field::AllowExec, &want);
+        assert_eq!(entries_of(&pasted, Field::AllowExec), want, "{pasted}");
     }
 
     fn entries_of(text: &str, f: Field) -> Vec<String> {

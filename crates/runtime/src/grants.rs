@@ -128,31 +128,12 @@ pub fn apply_requests(spec: &mut warden_policy::SandboxSpec, granted: &[String])
 }
 
 /// `text` as a YAML double-quoted scalar the reader takes back as the
-/// same string, whatever a sandbox put in it: `"` and `\` escaped, and
-/// every character outside YAML's printable set, every control and format
-/// character (`warden_audit::json::escaped`: C1 controls, the line and
-/// paragraph separators, direction overrides, the byte-order mark) and
-/// every non-character written as an escape (`\u009B`, `\U000E0041`).
-/// A line the reader refuses would shut the owner out of every later
+/// same string ([`warden_policy::edit::yaml_quoted`]), every control and
+/// format character (`warden_audit::json::escaped`) written as an escape
+/// too. A line the reader refuses would shut the owner out of every later
 /// `--ask` run of the project.
 fn yaml_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        let n = u32::from(c);
-        let printable =
-            matches!(n, 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF);
-        let noncharacter = (0xFDD0..=0xFDEF).contains(&n) || n & 0xFFFE == 0xFFFE;
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            _ if printable && !noncharacter && !warden_audit::json::escaped(c) => out.push(c),
-            _ if n <= 0xFFFF => out.push_str(&format!("\\u{n:04X}")),
-            _ => out.push_str(&format!("\\U{n:08X}")),
-        }
-    }
-    out.push('"');
-    out
+    warden_policy::edit::yaml_quoted(text, warden_audit::json::escaped)
 }
 
 /// The file's text for `entries` and the request rules `requests`.

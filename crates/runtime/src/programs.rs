@@ -222,8 +222,12 @@ pub fn add(path: &Path, program: &str) -> Result<bool, ProgramsError> {
         ),
         allow_exec: list,
     };
-    let mut text = serde_json::to_vec_pretty(&granted)
-        .map_err(|e| write(std::io::Error::other(e.to_string())))?;
+    // A program's path is the sandbox's choice: written with its control
+    // and format characters escaped, as every JSON warden writes for
+    // people to read (the same JSON to the reader).
+    let mut text = warden_audit::json::to_string_pretty(&granted)
+        .map_err(|e| write(std::io::Error::other(e.to_string())))?
+        .into_bytes();
     text.push(b'\n');
     warden_protocol::replace_file(path, &text, 0o600).map_err(write)?;
     Ok(true)
