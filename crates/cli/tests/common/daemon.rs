@@ -303,7 +303,13 @@ pub fn http_on(
         .arg(format!("http://{addr}{path}"))
         .output()
         .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    answer_of(&out.stdout)
+}
+
+/// An HTTP answer as `curl -i` prints it, read: status, headers
+/// (lower-cased names), body.
+pub fn answer_of(printed: &[u8]) -> (u16, Vec<(String, String)>, String) {
+    let text = String::from_utf8_lossy(printed).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let mut lines = head.lines();
     let status = lines
@@ -446,6 +452,55 @@ pub fn e2b_calls_as(
             &[],
         )
     }
+}
+
+/// A daemon over TCP (with `args` besides, and `env`) in a new state
+/// directory `tag`, its configuration file holding `config`; `None`, the
+/// reason printed, without curl.
+pub fn with_config(
+    tag: &str,
+    config: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> Option<(TempDir, Daemon)> {
+    if !curl_available() {
+        skip("curl is not installed");
+        return None;
+    }
+    let state = TempDir::new(tag);
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, config).unwrap();
+    let mut all = vec!["--config", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let d = Daemon::start_with(state.path(), true, &all, env);
+    Some((state, d))
+}
+
+/// [`with_config`], with supervisors that serve `bound` connections
+/// (`WARDEN_TEST_SUPERVISOR_CONNECTIONS`).
+pub fn with_supervisor_bound(
+    tag: &str,
+    config: &str,
+    bound: usize,
+    args: &[&str],
+) -> Option<(TempDir, Daemon)> {
+    let bound = bound.to_string();
+    with_config(
+        tag,
+        config,
+        args,
+        &[("WARDEN_TEST_SUPERVISOR_CONNECTIONS", Path::new(&bound))],
+    )
+}
+
+/// A token `name` made by the owner with [`WORKER_SCOPES`], and its
+/// sandbox `sandbox`, made by it over TCP: the token.
+pub fn worker_with_sandbox(d: &Daemon, name: &str, sandbox: &str) -> String {
+    let token = api_token(d, name, WORKER_SCOPES, None);
+    let body = format!(r#"{{"name":"{sandbox}"}}"#);
+    let (s, b) = call_on(d, true, "POST", "/v1/sandboxes", Some(&body), Some(&token));
+    assert_eq!(s, 201, "{b}");
+    token
 }
 
 /// Make sandbox `name` with a disk budget of `disk` through `t`.

@@ -101,9 +101,20 @@ pub fn raw_connect(
     control: &std::path::Path,
     target: warden_jail::connect::Target,
 ) -> (warden_runtime::protocol::Reply, Vec<std::os::fd::OwnedFd>) {
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsFd;
     use warden_runtime::protocol::{self, Reply, Request, VERSION};
+    let sock = seqpacket_to(control);
+    protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[]).unwrap();
+    let _hello: (Reply, _) = protocol::receive(&sock).unwrap();
+    protocol::send(sock.as_fd(), &Request::Connect(target), &[]).unwrap();
+    protocol::receive(&sock).unwrap()
+}
+
+/// A connection to the supervisor listening on `control`, that has said
+/// nothing yet.
+pub fn seqpacket_to(control: &std::path::Path) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
     let sock = socket(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -112,8 +123,5 @@ pub fn raw_connect(
     )
     .unwrap();
     connect(sock.as_raw_fd(), &UnixAddr::new(control).unwrap()).unwrap();
-    protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[]).unwrap();
-    let _hello: (Reply, _) = protocol::receive(&sock).unwrap();
-    protocol::send(sock.as_fd(), &Request::Connect(target), &[]).unwrap();
-    protocol::receive(&sock).unwrap()
+    sock
 }

@@ -145,18 +145,9 @@ fn a_running_sandboxs_snapshot_and_fork_through_the_api_are_in_its_log() {
 
 /// One raw request to the supervisor listening on `control`: its reply.
 fn ask_raw(control: &Path, request: &str) -> String {
-    use nix::sys::socket::{
-        connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr,
-    };
+    use nix::sys::socket::{recv, send, MsgFlags};
     use std::os::fd::AsRawFd;
-    let sock = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    connect(sock.as_raw_fd(), &UnixAddr::new(control).unwrap()).unwrap();
+    let sock = crate::common::sockets::seqpacket_to(control);
     let mut buf = vec![0u8; 65536];
     send(
         sock.as_raw_fd(),

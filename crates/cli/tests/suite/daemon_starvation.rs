@@ -17,20 +17,7 @@ type TcpWs = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
 /// A daemon with TCP, its configuration file holding `config`.
 fn daemon_with(tag: &str, config: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, config).unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[],
-    );
-    Some((state, d))
+    daemon::with_config(tag, config, &[], &[])
 }
 
 /// A terminal over TCP with `token`, or the HTTP status (and body) it was
@@ -91,21 +78,7 @@ fn a_token_holding_all_the_terminals_it_may_is_refused_the_next_and_the_owner_st
     ) else {
         return;
     };
-    let token = daemon::api_token(
-        &d,
-        "crowd",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let (s, b) = call_on(
-        &d,
-        true,
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"crowd"}"#),
-        Some(&token),
-    );
-    assert_eq!(s, 201, "{b}");
+    let token = daemon::worker_with_sandbox(&d, "crowd", "crowd");
     runtime().block_on(async {
         let mut held = Vec::new();
         for _ in 0..4 {

@@ -11,9 +11,8 @@
 //! (`WARDEN_TEST_SUPERVISOR_CONNECTIONS`), so that a handful of commands
 //! fill it as 256 would.
 
-use crate::common::daemon::{self, call, call_on, curl_available, json, Daemon};
+use crate::common::daemon::{self, call, call_on, json, Daemon};
 use crate::common::*;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,42 +37,13 @@ fn gone(pid: i32) -> bool {
 /// A daemon with TCP whose supervisors serve [`BOUND`] connections, its
 /// configuration holding `config`.
 fn daemon_with(tag: &str, config: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, config).unwrap();
-    let bound = BOUND.to_string();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[("WARDEN_TEST_SUPERVISOR_CONNECTIONS", Path::new(&bound))],
-    );
-    Some((state, d))
+    daemon::with_supervisor_bound(tag, config, BOUND, &[])
 }
 
 /// A token with exec on the sandboxes it makes, and its running sandbox
 /// `name`.
 fn tokens_sandbox(d: &Daemon, name: &str) -> String {
-    let token = daemon::api_token(
-        d,
-        name,
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let (s, b) = call_on(
-        d,
-        true,
-        "POST",
-        "/v1/sandboxes",
-        Some(&format!(r#"{{"name":"{name}"}}"#)),
-        Some(&token),
-    );
-    assert_eq!(s, 201, "{b}");
-    token
+    daemon::worker_with_sandbox(d, name, name)
 }
 
 /// `argv` started in the background in `sandbox` by `token`: the status

@@ -14,7 +14,7 @@
 //! (`WARDEN_TEST_SUPERVISOR_CONNECTIONS`), so that a handful of commands
 //! fill it as 256 would.
 
-use crate::common::daemon::{self, call, call_on, curl_available, header, http_on, json, Daemon};
+use crate::common::daemon::{self, call, call_on, header, http_on, json, Daemon};
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -27,25 +27,8 @@ const BOUND: usize = 4;
 /// supervisors serve [`BOUND`] connections, its configuration holding
 /// `config`.
 fn daemon_with(tag: &str, config: &str, e2b: Option<&str>) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, config).unwrap();
-    let bound = BOUND.to_string();
-    let mut args = vec!["--config", file.to_str().unwrap()];
-    if let Some(addr) = e2b {
-        args.extend(["--e2b", addr]);
-    }
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &args,
-        &[("WARDEN_TEST_SUPERVISOR_CONNECTIONS", Path::new(&bound))],
-    );
-    Some((state, d))
+    let args = e2b.map(|addr| vec!["--e2b", addr]).unwrap_or_default();
+    daemon::with_supervisor_bound(tag, config, BOUND, &args)
 }
 
 /// `body` (an exec request) posted to `sandbox` by `token` over TCP, or by
@@ -77,19 +60,7 @@ fn exec(
                 .arg(format!("http://warden{path}"))
                 .output()
                 .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-            let mut lines = head.lines();
-            let status = lines
-                .next()
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            let headers = lines
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-                .collect();
-            (status, headers, body.to_string())
+            daemon::answer_of(&out.stdout)
         }
     }
 }
@@ -220,21 +191,7 @@ fn a_tokens_commands_past_the_supervisors_bound_are_refused_as_busy_and_keep_no_
     let Some((_state, d)) = daemon_with("busy-token", &config, None) else {
         return;
     };
-    let token = daemon::api_token(
-        &d,
-        "busy",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let (s, b) = call_on(
-        &d,
-        true,
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"crowded"}"#),
-        Some(&token),
-    );
-    assert_eq!(s, 201, "{b}");
+    let token = daemon::worker_with_sandbox(&d, "busy", "crowded");
     let long = ["sleep", "290.5"];
     let ids = fill(&d, Some(&token), "crowded", &long, &long);
     for _ in 0..3 {
@@ -443,8 +400,6 @@ fn the_command_lines_exec_past_the_supervisors_bound_says_in_one_sentence_what_t
 
 #[test]
 fn a_supervisor_whose_kept_back_places_are_held_too_is_told_apart_as_busy_not_as_stuck_or_broken() {
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    use std::os::fd::AsRawFd;
     let Some((state, d)) = daemon_with("busy-kept", "", None) else {
         return;
     };
@@ -461,17 +416,7 @@ fn a_supervisor_whose_kept_back_places_are_held_too_is_told_apart_as_busy_not_as
     // say nothing: each keeps its place for the hello's 5 s.
     let control = sandbox_dir(state.path(), "kept").join("control.sock");
     let silent: Vec<_> = (0..8)
-        .map(|_| {
-            let sock = socket(
-                AddressFamily::Unix,
-                SockType::SeqPacket,
-                SockFlag::SOCK_CLOEXEC,
-                None,
-            )
-            .unwrap();
-            connect(sock.as_raw_fd(), &UnixAddr::new(&control).unwrap()).unwrap();
-            sock
-        })
+        .map(|_| crate::common::sockets::seqpacket_to(&control))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     // The supervisor refuses at once, typed: not a supervisor that does
