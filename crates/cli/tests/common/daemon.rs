@@ -476,6 +476,18 @@ pub fn with_config(
     Some((state, d))
 }
 
+/// A daemon over TCP in a new state directory `tag`; `None`, the reason
+/// printed, without curl.
+pub fn over_tcp(tag: &str) -> Option<(TempDir, Daemon)> {
+    if !curl_available() {
+        skip("curl is not installed");
+        return None;
+    }
+    let state = TempDir::new(tag);
+    let d = Daemon::start(state.path(), true);
+    Some((state, d))
+}
+
 /// [`with_config`], with supervisors that serve `bound` connections
 /// (`WARDEN_TEST_SUPERVISOR_CONNECTIONS`).
 pub fn with_supervisor_bound(
@@ -560,13 +572,19 @@ pub fn token_for(state: &Path, name: &str, scopes: &[&str], sandbox: &str) -> St
 }
 
 fn create_token(state: &Path, name: &str, scopes: &[&str], sandbox: Option<&str>) -> String {
+    match sandbox {
+        Some(sb) => token_with(state, name, scopes, &["--sandbox", sb]),
+        None => token_with(state, name, scopes, &[]),
+    }
+}
+
+/// [`token`], with the flags `extra` besides (`--max-pids 10`, ...).
+pub fn token_with(state: &Path, name: &str, scopes: &[&str], extra: &[&str]) -> String {
     let mut args = vec!["token", "create", name];
     for s in scopes {
         args.extend(["--scope", s]);
     }
-    if let Some(sb) = sandbox {
-        args.extend(["--sandbox", sb]);
-    }
+    args.extend_from_slice(extra);
     ok(&warden(state, &args))
         .trim()
         .lines()

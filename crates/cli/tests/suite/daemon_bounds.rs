@@ -5,24 +5,13 @@
 //! refused on the native API, for a token and the owner alike, at its
 //! JSON pointer with its reason, and nothing is created.
 
-use crate::common::daemon::{self, call, call_on, curl_available, json, Daemon};
-use crate::common::*;
+use crate::common::daemon::{self, call, call_on, json};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-fn daemon(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), true);
-    Some((state, d))
-}
-
 #[test]
 fn an_event_page_on_a_large_audit_log_is_bounded_and_quick() {
-    let Some((state, d)) = daemon("bounds-log") else {
+    let Some((state, d)) = daemon::over_tcp("bounds-log") else {
         return;
     };
     let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"big"}"#), None);
@@ -83,7 +72,7 @@ fn an_event_page_on_a_large_audit_log_is_bounded_and_quick() {
 
 #[test]
 fn a_label_of_the_e2b_doors_namespace_is_refused_on_the_native_api_at_its_pointer() {
-    let Some((_state, d)) = daemon("bounds-labels") else {
+    let Some((_state, d)) = daemon::over_tcp("bounds-labels") else {
         return;
     };
     let token = daemon::api_token(&d, "labeller", &["sandboxes:read", "sandboxes:write"], None);

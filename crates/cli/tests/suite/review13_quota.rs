@@ -4,23 +4,13 @@
 //! (`--max-sandboxes`); `--max-pids` on `warden token create` sets it for
 //! one token; a token's stopped sandboxes within it start again.
 
-use crate::common::daemon::{call_on, curl_available, json, Daemon, WORKER_SCOPES};
+use crate::common::daemon::{self, call_on, curl_available, json, Daemon, WORKER_SCOPES};
 use crate::common::*;
 
 /// `warden token create NAME` with the worker's scopes and `extra`: the
 /// token (the last line it prints).
 fn token_with(d: &Daemon, name: &str, extra: &[&str]) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in WORKER_SCOPES {
-        args.extend(["--scope", s]);
-    }
-    args.extend(extra);
-    ok(&warden(&d.state, &args))
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string()
+    daemon::token_with(&d.state, name, WORKER_SCOPES, extra)
 }
 
 /// A daemon whose tokens' memory and disk quotas hold many sandboxes, so

@@ -16,8 +16,19 @@
 //! wide, and a token held to quotas of its own makes no token at all (403
 //! `maker_has_quotas`), so its quota is never multiplied by children that
 //! each have a ledger of their own.
+//!
+//! And a token made by a token is its maker's (outside review 18, F1):
+//! before, the owner revoking an admin token left the three admin tokens
+//! it had made working (GET /v1/tokens 200), one of them made a
+//! grandchild (201) and revoked its sibling (204), and each child had a
+//! ledger of the daemon's quotas of its own beside its maker's. Now
+//! revoking a token revokes the tokens it made at once (401 on their next
+//! call), a token revokes only its own descendants (404 for its maker, a
+//! sibling or the owner's token), a token made by a token makes none (403
+//! `made_by_a_token`), and a child's quotas are carved out of its maker's
+//! ledger (429 `quota` once they are spent).
 
-use crate::common::daemon::{call, call_on, curl_available, json, Daemon, WORKER_SCOPES};
+use crate::common::daemon::{self, call, call_on, json, Daemon, WORKER_SCOPES};
 use crate::common::*;
 
 /// A token made by `door` (`"api"` or `"cli"`) with the worker's scopes
@@ -37,20 +48,12 @@ fn token_by(d: &Daemon, door: &str, name: &str, quotas: &[(&str, &str)]) -> Stri
         assert_eq!(s, 201, "{b}");
         return json(&b)["token"].as_str().unwrap().to_string();
     }
-    let mut args = vec!["token".to_string(), "create".into(), name.into()];
-    for s in WORKER_SCOPES {
-        args.extend(["--scope".into(), s.to_string()]);
-    }
-    for (k, v) in quotas {
-        args.extend([format!("--{}", k.replace('_', "-")), v.to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ok(&warden(&d.state, &args))
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string()
+    let flags: Vec<String> = quotas
+        .iter()
+        .flat_map(|(k, v)| [format!("--{}", k.replace('_', "-")), v.to_string()])
+        .collect();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    daemon::token_with(&d.state, name, WORKER_SCOPES, &flags)
 }
 
 /// A sandbox made (not started) by `token`: the status and the answer.
@@ -69,20 +72,10 @@ fn make(d: &Daemon, token: &str, name: &str, memory: Option<&str>) -> (u16, Stri
     )
 }
 
-fn daemon(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), true);
-    Some((state, d))
-}
-
 #[test]
 fn a_token_made_over_the_api_with_max_sandboxes_1_is_refused_its_second_sandbox_as_the_command_lines_is(
 ) {
-    let Some((_state, d)) = daemon("tq-sandboxes") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-sandboxes") else {
         return;
     };
     for door in ["api", "cli"] {
@@ -99,7 +92,7 @@ fn a_token_made_over_the_api_with_max_sandboxes_1_is_refused_its_second_sandbox_
 
 #[test]
 fn a_token_made_over_the_api_is_held_to_its_max_memory_as_the_command_lines_is() {
-    let Some((_state, d)) = daemon("tq-memory") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-memory") else {
         return;
     };
     // Text with a unit, as the flag takes it, and a number of bytes.
@@ -125,7 +118,7 @@ fn a_token_made_over_the_api_is_held_to_its_max_memory_as_the_command_lines_is()
 
 #[test]
 fn a_quota_the_api_cannot_take_is_refused_at_its_json_pointer_with_no_token_made() {
-    let Some((_state, d)) = daemon("tq-bad") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-bad") else {
         return;
     };
     let listed = || {
@@ -207,7 +200,7 @@ const LIMITED: &[&str] = &[
 
 #[test]
 fn an_admin_token_held_to_quotas_cannot_make_a_token_wider_than_itself_and_none_is_made() {
-    let Some((_state, d)) = daemon("tq-wider") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-wider") else {
         return;
     };
     let limited = cli_token(&d, "limited-admin", LIMITED);
@@ -255,7 +248,7 @@ fn an_admin_token_held_to_quotas_cannot_make_a_token_wider_than_itself_and_none_
 #[test]
 fn an_admin_token_held_to_quotas_makes_no_token_even_within_them_so_its_sandboxes_stay_within_its_quota(
 ) {
-    let Some((_state, d)) = daemon("tq-maker-quotas") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-maker-quotas") else {
         return;
     };
     let limited = cli_token(&d, "limited-admin", LIMITED);
@@ -300,7 +293,7 @@ fn an_admin_token_held_to_quotas_makes_no_token_even_within_them_so_its_sandboxe
 
 #[test]
 fn an_admin_token_without_quotas_makes_tokens_no_wider_than_the_daemon_holds_it_to() {
-    let Some((_state, d)) = daemon("tq-admin") else {
+    let Some((_state, d)) = daemon::over_tcp("tq-admin") else {
         return;
     };
     let admin = cli_token(&d, "admin", &["--scope", "admin"]);
@@ -328,4 +321,123 @@ fn an_admin_token_without_quotas_makes_tokens_no_wider_than_the_daemon_holds_it_
     let (s, b) = make_token(&d, &child, body);
     assert_eq!(s, 403, "{b}");
     assert!(!names(&d).contains(&"grandchild".to_string()));
+}
+
+/// `DELETE /v1/tokens/{name}` over TCP with `token`: the status.
+fn revoke_as(d: &Daemon, token: &str, name: &str) -> u16 {
+    call_on(
+        d,
+        true,
+        "DELETE",
+        &format!("/v1/tokens/{name}"),
+        None,
+        Some(token),
+    )
+    .0
+}
+
+/// `GET /v1/tokens` over TCP with `token`: the status.
+fn list_as(d: &Daemon, token: &str) -> u16 {
+    call_on(d, true, "GET", "/v1/tokens", None, Some(token)).0
+}
+
+#[test]
+fn revoking_a_maker_ends_its_children_at_once_and_a_child_reaches_neither_sibling_maker_nor_owner_tokens(
+) {
+    let Some((_state, d)) = daemon::over_tcp("tq-family") else {
+        return;
+    };
+    let maker = cli_token(&d, "maker", &["--scope", "admin"]);
+    let bystander = cli_token(&d, "bystander", &["--scope", "admin"]);
+    let children: Vec<String> = (1..=3)
+        .map(|i| {
+            let body = serde_json::json!({
+                "name": format!("child{i}"), "scopes": ["admin"], "max_sandboxes": 4
+            });
+            let (s, b) = make_token(&d, &maker, body);
+            assert_eq!(s, 201, "{b}");
+            json(&b)["token"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let child1 = &children[0];
+    // Before, 201: a grandchild, a ledger of its own again.
+    let body = serde_json::json!({ "name": "g", "scopes": ["admin"] });
+    let (s, b) = make_token(&d, child1, body);
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["code"], "made_by_a_token", "{b}");
+    // Before, 204 for child2: a child revoked its sibling. Its maker and
+    // the owner's other token are out of its reach too.
+    for other in ["child2", "maker", "bystander", "child1"] {
+        assert_eq!(revoke_as(&d, child1, other), 404, "{other}");
+    }
+    assert!(!names(&d).contains(&"g".to_string()));
+    for t in children.iter().chain([&maker, &bystander]) {
+        assert_eq!(list_as(&d, t), 200);
+    }
+    // The owner revokes the maker: on their very next call its children
+    // are refused (before, child1 listed tokens: 200).
+    ok(&warden(&d.state, &["token", "revoke", "maker"]));
+    for t in children.iter().chain([&maker]) {
+        assert_eq!(list_as(&d, t), 401);
+    }
+    assert_eq!(list_as(&d, &bystander), 200);
+    let (_, b) = call(&d, "GET", "/v1/tokens", None, None);
+    for t in json(&b)["tokens"].as_array().unwrap() {
+        let gone = t["name"] != "bystander";
+        assert_eq!(t["revoked"], gone, "{t}");
+    }
+}
+
+#[test]
+fn a_childs_quotas_are_carved_out_of_its_makers_ledger_so_maker_and_children_together_hold_no_more()
+{
+    let Some((_state, d)) = daemon::over_tcp("tq-carve") else {
+        return;
+    };
+    let maker = cli_token(&d, "maker", &["--scope", "admin"]);
+    let small = |token: &str, name: &str| {
+        let body = serde_json::json!({
+            "name": name, "start": false,
+            "spec": { "resources": { "memory": "32M", "pids": 10, "disk": "16M" } }
+        });
+        call_on(
+            &d,
+            true,
+            "POST",
+            "/v1/sandboxes",
+            Some(&body.to_string()),
+            Some(token),
+        )
+    };
+    // The daemon holds the maker to 16 sandboxes; a child of 15 leaves it
+    // one.
+    let body = serde_json::json!({
+        "name": "big", "scopes": WORKER_SCOPES,
+        "max_sandboxes": 15, "max_memory": "64M", "max_pids": 20
+    });
+    let (s, b) = make_token(&d, &maker, body);
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = small(&maker, "m1");
+    assert_eq!(s, 201, "{b}");
+    // Before, 201: the maker had all 16 beside its child's 15.
+    let (s, b) = small(&maker, "m2");
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["code"], "quota", "{b}");
+    // Nor can a second child have what the maker's sandbox holds.
+    let body = serde_json::json!({
+        "name": "more", "scopes": WORKER_SCOPES,
+        "max_sandboxes": 1, "max_memory": "32M", "max_pids": 5
+    });
+    let (s, b) = make_token(&d, &maker, body);
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["code"], "quota", "{b}");
+    assert!(!names(&d).contains(&"more".to_string()));
+    // A child given no quota takes all the maker has left: none here.
+    let body = serde_json::json!({ "name": "rest", "scopes": WORKER_SCOPES });
+    let (s, b) = make_token(&d, &maker, body);
+    assert_eq!(s, 429, "{b}");
+    // The maker revokes its child: its quotas come back.
+    assert_eq!(revoke_as(&d, &maker, "big"), 204);
+    let (s, b) = small(&maker, "m2");
+    assert_eq!(s, 201, "{b}");
 }
