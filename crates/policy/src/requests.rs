@@ -293,6 +293,14 @@ pub fn not_a_character(bytes: &[u8]) -> bool {
         })
 }
 
+/// Whether a request's query holds, raw or escaped, what no rule can name
+/// ([`not_a_character`]): a rule's query condition, and a grant of one,
+/// could not be written for it.
+pub fn query_not_a_character(query: &str) -> bool {
+    let bytes: Vec<u8> = percent_decode_str(query).collect();
+    not_a_character(&bytes)
+}
+
 /// `path` with every byte outside ASCII percent-encoded (upper case). A
 /// request line holds ASCII (RFC 9112); a client that sends `é` raw means
 /// what `%C3%A9` means, and servers decode both to the same bytes, so

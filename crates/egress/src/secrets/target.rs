@@ -31,6 +31,8 @@ pub(crate) enum TargetError {
     Ambiguous(String),
     #[error("the path {0:?} holds a C1 control, a non-character or a byte sequence UTF-8 forbids (raw or escaped): no rule can name it")]
     NotACharacter(String),
+    #[error("the query {0:?} holds a C1 control, a non-character or a byte sequence UTF-8 forbids (raw or escaped): no rule can name it")]
+    NotACharacterQuery(String),
     #[error("the request target {0:?} is not a path")]
     NotAPath(String),
 }
@@ -103,6 +105,19 @@ pub(super) fn forwarded_authority(name: &str, port: u16) -> String {
         name
     } else {
         format!("{name}:{port}")
+    }
+}
+
+/// Refuse a query holding, raw or escaped, what no rule can name (a C1
+/// control, a non-character, an encoding UTF-8 forbids), as a path
+/// holding one is: a query condition, and an owner's "always" about one,
+/// could not be written for it.
+pub(super) fn check_query(query: Option<&str>) -> Result<(), TargetError> {
+    match query {
+        Some(q) if warden_policy::requests::query_not_a_character(q) => {
+            Err(TargetError::NotACharacterQuery(q.to_string()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -254,6 +269,23 @@ mod tests {
         ] {
             assert_eq!(normalise_path(raw, true).unwrap(), want, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn a_query_no_rule_can_name_is_refused_and_others_pass() {
+        for q in [
+            "a=\u{9b}",
+            "a=%C2%9B",
+            "a=%ef%bf%bf",
+            "a=%ED%A0%80",
+            "%C0%AF",
+        ] {
+            assert!(check_query(Some(q)).is_err(), "{q:?}");
+        }
+        for q in ["a=1&b=caf%C3%A9", "q=caf\u{e9}", "latin1=%E9", "x=%zz"] {
+            assert!(check_query(Some(q)).is_ok(), "{q:?}");
+        }
+        assert!(check_query(None).is_ok());
     }
 
     fn parts(uri: &str, hosts: &[&str]) -> http::request::Parts {

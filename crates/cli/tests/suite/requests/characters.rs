@@ -171,11 +171,22 @@ fn json_events_and_logs_json_hold_no_raw_c1_control_or_direction_override() {
             "--json-events",
             &events.display().to_string(),
         ],
-        &raw_script(&[HOSTILE, "/ok/a\u{202e}b"]),
+        &raw_script(&[
+            HOSTILE,
+            "/ok/q?a=\u{9b}x",
+            "/ok/q?a=%C2%9Bx",
+            "/ok/a\u{202e}b",
+        ]),
     );
     let (s, err) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{s}\n{err}");
-    assert_eq!(s.lines().collect::<Vec<_>>(), ["400", "200"], "{s}\n{err}");
+    // The CSI in the path or the query (raw or escaped) is refused before
+    // anything goes upstream.
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        ["400", "400", "400", "200"],
+        "{s}\n{err}"
+    );
     // The override of the allowed path went upstream escaped.
     let seen = up.requests();
     assert_eq!(seen.len(), 1, "{seen:?}");

@@ -9,7 +9,9 @@
 
 use super::super::paid::{self, Bill, NotRead, Unpaid};
 use super::super::rewrite::{Blocked, RewriteBody, Rewriter};
-use super::super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
+use super::super::target::{
+    check_authority, check_query, forwarded_authority, normalise_path, TargetError,
+};
 use super::super::{heads, outbound, ruled, upgrade, zero, OutBody};
 use super::{scrub, text, Sender, Session, Stopped, HOP_BY_HOP};
 use crate::decision::{Cause, Decision, Reason, SecretAction};
@@ -258,6 +260,7 @@ async fn scanned_body(
 /// what is forwarded.
 fn checked_path(s: &Session, parts: &http::request::Parts) -> Result<String, Answer> {
     let checked = check_authority(parts, s.sni.as_deref(), &s.name, s.port)
+        .and_then(|()| check_query(parts.uri.query()))
         .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
     let path = checked.map_err(|e| {
         let status = match e {
