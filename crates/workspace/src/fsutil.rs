@@ -68,37 +68,6 @@ impl FsError {
             _ => None,
         }
     }
-
-    /// The refused copy somewhere in `e`'s chain, if any. This crate's
-    /// errors that carry an `FsError` transparently are looked into: their
-    /// `source` skips it. (A door's own transparent wrapper of them must
-    /// be opened by the door.)
-    pub fn find<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a FsError> {
-        use crate::saved::SavedError;
-        use crate::{LayerError, StoreError};
-        let mut at = Some(e);
-        while let Some(err) = at {
-            let found = err
-                .downcast_ref::<FsError>()
-                .or(match err.downcast_ref::<SavedError>() {
-                    Some(SavedError::Fs(f)) => Some(f),
-                    _ => None,
-                })
-                .or(match err.downcast_ref::<LayerError>() {
-                    Some(LayerError::Fs(f)) => Some(f),
-                    _ => None,
-                })
-                .or(match err.downcast_ref::<StoreError>() {
-                    Some(StoreError::Fs(f)) => Some(f),
-                    _ => None,
-                });
-            if let Some(f) = found.filter(|f| f.code().is_some()) {
-                return Some(f);
-            }
-            at = err.source();
-        }
-        None
-    }
 }
 
 /// The reason code of [`FsError::TooManyLinks`].

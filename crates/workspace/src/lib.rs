@@ -61,6 +61,38 @@ pub use store::{
     Sandbox, SandboxState, Store, StoreError, UnsavedMark,
 };
 
+/// The refused copy somewhere in `e`'s chain, if any. This crate's errors
+/// that carry an [`fsutil::FsError`] transparently are looked into: their
+/// `source` skips it. (A door's own transparent wrapper of them must be
+/// opened by the door.) It lives here, above `fsutil` and `saved`, so that
+/// neither of those uses the other's errors.
+pub fn refused_copy<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a fsutil::FsError> {
+    use fsutil::FsError;
+    use saved::SavedError;
+    let mut at = Some(e);
+    while let Some(err) = at {
+        let found = err
+            .downcast_ref::<FsError>()
+            .or(match err.downcast_ref::<SavedError>() {
+                Some(SavedError::Fs(f)) => Some(f),
+                _ => None,
+            })
+            .or(match err.downcast_ref::<LayerError>() {
+                Some(LayerError::Fs(f)) => Some(f),
+                _ => None,
+            })
+            .or(match err.downcast_ref::<StoreError>() {
+                Some(StoreError::Fs(f)) => Some(f),
+                _ => None,
+            });
+        if let Some(f) = found.filter(|f| f.code().is_some()) {
+            return Some(f);
+        }
+        at = err.source();
+    }
+    None
+}
+
 impl Sandbox {
     /// The sandbox's changes relative to its real workspace.
     pub fn diff(&self, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {

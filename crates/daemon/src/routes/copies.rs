@@ -151,8 +151,8 @@ fn refused(e: LifecycleError) -> ApiError {
     // than a copy keeps as links, a tree that outgrew its measure while
     // it was copied): the caller's input, with its reason code.
     let copy = match &e {
-        LifecycleError::Saved(s) => warden_workspace::fsutil::FsError::find(s),
-        LifecycleError::Store(s) => warden_workspace::fsutil::FsError::find(s),
+        LifecycleError::Saved(s) => warden_workspace::refused_copy(s),
+        LifecycleError::Store(s) => warden_workspace::refused_copy(s),
         _ => None,
     };
     if let Some(code) = copy.and_then(|f| f.code()) {

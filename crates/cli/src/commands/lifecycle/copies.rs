@@ -45,7 +45,7 @@ fn worded(e: lifecycle::LifecycleError) -> anyhow::Error {
 
 /// The reason code of a copy refused for what its tree holds, if `e` is one.
 fn copy_code(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
-    warden_workspace::fsutil::FsError::find(e).and_then(|f| f.code())
+    warden_workspace::refused_copy(e).and_then(|f| f.code())
 }
 
 fn with_code<E: std::error::Error + Send + Sync + 'static>(
