@@ -172,7 +172,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
         Verb::State { id } => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&verbs::state(&root, id)?)?
+                warden_audit::json::to_string_pretty(&verbs::state(&root, id)?)?
             );
             Ok(0)
         }
@@ -218,7 +218,10 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             Ok(0)
         }
         Verb::Features => {
-            println!("{}", serde_json::to_string_pretty(&verbs::features())?);
+            println!(
+                "{}",
+                warden_audit::json::to_string_pretty(&verbs::features())?
+            );
             Ok(0)
         }
         Verb::Pause { id } => {
