@@ -27,7 +27,7 @@ pub enum GrantsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the grants file {path} cannot be read ({why}): edit the line it names, or remove the file (its names and requests are asked about again); until then no answer can be kept in it")]
+    #[error("the grants file {path} cannot be read ({why}): edit the line it names, or remove the file (its answers are then asked again); until then no run that asks can start on this project, nor keep an answer")]
     Parse { path: PathBuf, why: String },
     #[error("the profile {path} cannot be read ({why}); fix the line it names")]
     ProfileParse { path: PathBuf, why: String },
