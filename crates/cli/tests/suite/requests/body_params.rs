@@ -69,6 +69,58 @@ c plain-json -H 'Content-Type: application/json' --data-binary '{{"name":"x"}}' 
     assert_eq!(seen.len(), 2, "only the plain bodies arrived: {seen:?}");
 }
 
+/// A body in a charset warden reads otherwise than UTF-8 may hold the
+/// key: `admin=1` in UTF-16 (ASP.NET Core's `FormReader` and Tomcat's
+/// `getParameter` decode a form with the charset it declares), however
+/// the charset is spelled, is refused and never reaches the server; a
+/// form in UTF-8, and an ASCII one in Latin-1, are read as before.
+#[test]
+fn a_denied_key_in_a_form_of_another_charset_never_reaches_the_server() {
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let out = super::run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "* forge.test:PORT/users/**",
+            "--deny-request",
+            "* forge.test:PORT/users/**?admin=1",
+        ],
+        &format!(
+            r#"{CURL}form='Content-Type: application/x-www-form-urlencoded'
+printf 'a\000d\000m\000i\000n\000=\0001\000' > /tmp/le
+printf '\000a\000d\000m\000i\000n\000=\0001' > /tmp/be
+c utf-16le -H "$form; charset=utf-16le" --data-binary @/tmp/le $u/users/2
+c utf-16be -H "$form; charset=UTF-16BE" --data-binary @/tmp/be $u/users/3
+c utf-16 -H "$form; charset=\"utf-16\"" --data-binary @/tmp/le $u/users/4
+c twice -H "$form; charset=utf-8; charset=utf-16le" --data-binary @/tmp/le $u/users/5
+c utf-7 -H "$form; charset=utf-7" --data-binary '+AGE-dmin=1' $u/users/6
+c utf-8 -H "$form; charset=utf-8" --data-binary 'name=x' $u/users/7
+c latin1 -H "$form; charset=iso-8859-1" --data-binary 'name=x' $u/users/8
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        [
+            "403 utf-16le",
+            "403 utf-16be",
+            "403 utf-16",
+            "403 twice",
+            "403 utf-7",
+            "200 utf-8",
+            "200 latin1",
+        ],
+        "{s}"
+    );
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2, "only the readable forms arrived: {seen:?}");
+}
+
 #[test]
 fn an_allowed_query_value_never_passes_another_value_the_body_gives_its_key() {
     let Some(Forge { ca, up }) = Forge::start() else {

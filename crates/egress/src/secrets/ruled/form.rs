@@ -90,6 +90,94 @@ pub(crate) fn body_kinds(parts: &http::request::Parts) -> Option<Vec<Kind>> {
     Some(if coded { Vec::new() } else { kinds })
 }
 
+/// How a charset a request declares for its body is read, by name (in
+/// any case). Only UTF-8 is read for certain whatever the body holds:
+/// the readers here read bytes as UTF-8. A single-byte charset whose
+/// first 128 codes are ASCII's reads an ASCII body as UTF-8 does (and a
+/// percent escape of an ASCII byte), but gives a byte past them another
+/// character than UTF-8 (`%E9` is `é` in Latin-1, no character in
+/// UTF-8; `.NET`'s ASCII reads it as `?`), so it is certain only for a
+/// body that has none. Any other name (UTF-16 and UTF-32, which spell
+/// `admin` with NULs between; UTF-7, whose `+AF8-` is `_`; Shift_JIS,
+/// whose `0x5C` is `¥`; a name not known) may read the body as any text
+/// at all: ASP.NET Core's `FormReader`, Tomcat's `getParameter` and
+/// Spring decode a form with the charset it declares.
+const CHARSETS: &[(&str, Charset)] = &[
+    ("utf-8", Charset::Utf8),
+    ("utf8", Charset::Utf8),
+    ("us-ascii", Charset::AsciiOnly),
+    ("ascii", Charset::AsciiOnly),
+    ("iso-8859-1", Charset::AsciiOnly),
+    ("iso8859-1", Charset::AsciiOnly),
+    ("iso_8859-1", Charset::AsciiOnly),
+    ("latin1", Charset::AsciiOnly),
+    ("l1", Charset::AsciiOnly),
+    ("windows-1252", Charset::AsciiOnly),
+    ("cp1252", Charset::AsciiOnly),
+];
+
+/// How far a body in a declared charset is read for certain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Charset {
+    /// Whatever it holds.
+    Utf8,
+    /// When it holds only ASCII, escaped or not.
+    AsciiOnly,
+}
+
+/// Each charset the request's content types declare, as any server may
+/// find one: every `charset` in every Content-Type header, in any case,
+/// wherever it stands (after a `;`, a space or a `,`), its value
+/// unquoted; `None` for a value no reader here can name for certain (a
+/// quoted string with an escape, an empty one, `charset` with no `=`).
+fn charsets(parts: &http::request::Parts) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for v in parts.headers.get_all(http::header::CONTENT_TYPE) {
+        let lower = String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase();
+        let mut rest = lower.as_str();
+        while let Some(at) = rest.find("charset") {
+            rest = &rest[at + "charset".len()..];
+            let after = rest.trim_start();
+            let Some(value) = after.strip_prefix('=') else {
+                out.push(None);
+                continue;
+            };
+            let value = value.trim_start();
+            let name = match value.strip_prefix('"') {
+                Some(q) => q.split('"').next().filter(|n| !n.contains('\\')),
+                None => value.split([';', ',', ' ', '\t']).next(),
+            };
+            out.push(
+                name.map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
+/// Whether `body` reads as the same text in every charset `parts`
+/// declares as it does in UTF-8, the only way the readers here read it:
+/// see [`CHARSETS`]. A request that declares none is read as UTF-8.
+pub(crate) fn charset_certain(parts: &http::request::Parts, body: &[u8]) -> bool {
+    let mut ascii_only = false;
+    for name in charsets(parts) {
+        let class = name.and_then(|n| {
+            CHARSETS
+                .iter()
+                .find(|(known, _)| *known == n)
+                .map(|(_, c)| *c)
+        });
+        match class {
+            Some(Charset::Utf8) => {}
+            Some(Charset::AsciiOnly) => ascii_only = true,
+            None => return false,
+        }
+    }
+    !ascii_only || (body.is_ascii() && percent_encoding::percent_decode(body).all(|b| b.is_ascii()))
+}
+
 /// Whether `text` may spell a part's name in a way `multer` does not
 /// read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
 /// field's name across two; `filename*` is not one). Asked of the whole
@@ -261,16 +349,17 @@ fn spelled(text: &[u8], keys: &[String]) -> usize {
 /// JSON object's top-level members (a string as it stands, a number,
 /// `true` or `false` as written, `null` as no value, an array as each
 /// of its items, an object as its JSON text). [`Params::Unknown`] when
-/// it cannot be read for certain: a coded body (no kinds), JSON that does
-/// not parse, a multipart body that mentions a key in a way its parser
-/// does not read as a name.
+/// it cannot be read for certain: a coded body (no kinds), one in a
+/// charset read otherwise than UTF-8 ([`charset_certain`]), JSON that
+/// does not parse, a multipart body that mentions a key in a way its
+/// parser does not read as a name.
 pub(crate) async fn params(
     parts: &http::request::Parts,
     kinds: &[Kind],
     body: &[u8],
     keys: &[String],
 ) -> Params {
-    if kinds.is_empty() {
+    if kinds.is_empty() || !charset_certain(parts, body) {
         return Params::Unknown;
     }
     let mut readings: Vec<Pairs> = Vec::new();
@@ -409,5 +498,119 @@ mod tests {
             params(&mp, &[Kind::Multipart], plain.as_bytes(), &keys()).await,
             Params::Read(vec![vec![]])
         );
+    }
+
+    /// `admin=1` in UTF-16, as ASP.NET Core and Tomcat read a form that
+    /// declares it.
+    fn utf16le(text: &str) -> Vec<u8> {
+        text.encode_utf16().flat_map(u16::to_le_bytes).collect()
+    }
+
+    /// A body in a charset read otherwise than UTF-8 may hold any
+    /// parameter, whatever kind it is read as and however the charset is
+    /// spelled: UTF-16 and UTF-32 (NULs between the letters), UTF-7
+    /// (`+AGE-` is `a`), a name not known, one given twice, one after a
+    /// space or a comma, quoted, or with no value.
+    #[tokio::test]
+    async fn a_body_in_a_charset_not_read_as_utf8_may_give_any_parameter() {
+        let le = utf16le("admin=1");
+        let be: Vec<u8> = "admin=1"
+            .encode_utf16()
+            .flat_map(u16::to_be_bytes)
+            .collect();
+        for (ct, body) in [
+            (
+                "application/x-www-form-urlencoded; charset=utf-16le",
+                &le[..],
+            ),
+            (
+                "application/x-www-form-urlencoded; charset=UTF-16BE",
+                &be[..],
+            ),
+            (
+                "application/x-www-form-urlencoded;charset=\"utf-16\"",
+                &le[..],
+            ),
+            ("application/x-www-form-urlencoded; charset=utf-32", &le[..]),
+            (
+                "application/x-www-form-urlencoded; charset=utf-7",
+                b"+AGE-dmin=1",
+            ),
+            (
+                "application/x-www-form-urlencoded; charset=x-unheard-of",
+                b"admin=1",
+            ),
+            (
+                "application/x-www-form-urlencoded; charset=utf-8; charset=utf-16le",
+                &le[..],
+            ),
+            (
+                "application/x-www-form-urlencoded charset=utf-16le",
+                &le[..],
+            ),
+            (
+                "application/x-www-form-urlencoded, text/plain;charset=utf-16le",
+                &le[..],
+            ),
+            (
+                "application/x-www-form-urlencoded; Charset = utf-16le",
+                &le[..],
+            ),
+            (
+                "application/x-www-form-urlencoded; charset=\"utf\\-16\"",
+                &le[..],
+            ),
+            ("application/x-www-form-urlencoded; charset=", &le[..]),
+            ("application/x-www-form-urlencoded; charset", &le[..]),
+        ] {
+            let p = parts(ct);
+            assert_eq!(
+                params(&p, &[Kind::Form], body, &keys()).await,
+                Params::Unknown,
+                "{ct}"
+            );
+        }
+        let json = parts("application/json; charset=utf-16le");
+        let body = utf16le(r#"{"admin":1}"#);
+        assert_eq!(
+            params(&json, &[Kind::Json], &body, &keys()).await,
+            Params::Unknown
+        );
+        let mp = parts("multipart/form-data; boundary=XyZ; charset=utf-16le");
+        let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n1\r\n--XyZ--\r\n";
+        assert_eq!(
+            params(&mp, &[Kind::Multipart], body, &keys()).await,
+            Params::Unknown
+        );
+    }
+
+    /// UTF-8 (any case, quoted or not) reads a body as it is read here;
+    /// Latin-1, Windows-1252 and US-ASCII do too for a body of ASCII
+    /// only, and not for one with a byte past it, plain or escaped
+    /// (`%E9` is `é` in Latin-1).
+    #[tokio::test]
+    async fn a_body_in_utf8_or_an_ascii_only_body_in_latin1_is_read() {
+        for ct in [
+            "application/x-www-form-urlencoded; charset=utf-8",
+            "application/x-www-form-urlencoded; charset=\"UTF-8\"",
+            "application/x-www-form-urlencoded; charset=iso-8859-1",
+            "application/x-www-form-urlencoded; charset=windows-1252",
+            "application/x-www-form-urlencoded; charset=US-ASCII",
+        ] {
+            let f = params(&parts(ct), &[Kind::Form], b"a=1&admin=%31", &keys()).await;
+            assert!(has(&f, "admin", "1"), "{ct}: {f:?}");
+        }
+        let utf8 = parts("application/x-www-form-urlencoded; charset=utf-8");
+        let f = params(&utf8, &[Kind::Form], "admin=\u{e9}".as_bytes(), &keys()).await;
+        assert!(has(&f, "admin", "\u{e9}"), "{f:?}");
+        let latin1 = parts("application/x-www-form-urlencoded; charset=latin1");
+        for body in [&b"admin=%E9"[..], b"admin=\xe9"] {
+            assert_eq!(
+                params(&latin1, &[Kind::Form], body, &keys()).await,
+                Params::Unknown,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! most refused of these methods. Reading only: what the body holds comes
 //! from the terminator's bounded read, never from here.
 
-use super::form::{json_members, multipart_fields, Kind};
+use super::form::{charset_certain, json_members, multipart_fields, Kind};
 use crate::requests::{field_values_by, keys};
 
 /// Headers by which a client asks a server to take a request as another
@@ -83,7 +83,8 @@ pub(super) fn add(out: &mut Vec<String>, more: impl IntoIterator<Item = String>)
 }
 
 /// The methods `body` (read whole) names in `_method` when read as each
-/// of `kinds`; `None` when it cannot be read for certain: JSON that does
+/// of `kinds`; `None` when it cannot be read for certain: one in a
+/// charset read otherwise than UTF-8 (`charset_certain`), JSON that does
 /// not parse, a `_method` that is not a string of letters, a multipart
 /// body that mentions the field in a way the parser does not read as it.
 pub(super) async fn in_body(
@@ -91,6 +92,9 @@ pub(super) async fn in_body(
     kinds: &[Kind],
     body: &[u8],
 ) -> Option<Vec<String>> {
+    if !charset_certain(parts, body) {
+        return None;
+    }
     let mut out = Vec::new();
     for kind in kinds {
         match kind {
@@ -400,6 +404,39 @@ mod tests {
         assert_eq!(
             in_body(&form, &[Kind::Multipart], file.as_bytes()).await,
             Some(vec![])
+        );
+    }
+
+    /// A `_method` in a body whose charset is read otherwise than UTF-8
+    /// (UTF-16 spells it with NULs between, UTF-7 as `+AF8-method`) may
+    /// name any method.
+    #[tokio::test]
+    async fn a_bodys_method_field_in_a_charset_not_read_as_utf8_is_uncertain() {
+        let form = |ct: &str| {
+            parts(
+                http::Request::post("/x")
+                    .header("content-type", ct)
+                    .body(())
+                    .unwrap(),
+            )
+        };
+        let le: Vec<u8> = "_method=DELETE"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let p = form("application/x-www-form-urlencoded; charset=utf-16le");
+        assert_eq!(in_body(&p, &[Kind::Form], &le).await, None);
+        let p = form("application/x-www-form-urlencoded; charset=utf-7");
+        assert_eq!(
+            in_body(&p, &[Kind::Form], b"+AF8-method=DELETE").await,
+            None
+        );
+        let p = form("application/json; charset=utf-32");
+        assert_eq!(in_body(&p, &[Kind::Json], br#"{"a":1}"#).await, None);
+        let p = form("application/x-www-form-urlencoded; charset=utf-8");
+        assert_eq!(
+            in_body(&p, &[Kind::Form], b"_method=delete").await,
+            Some(vec!["delete".to_string()])
         );
     }
 }
