@@ -8,7 +8,8 @@
 use crate::common::forge::{reach, Forge};
 use crate::common::*;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 #[test]
@@ -90,15 +91,7 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
     };
     let port = up.port.to_string();
     let state = TempDir::new("requests-ask");
-    let w = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let w = |args: &[&str]| warden_asking(state.path(), args);
     let mut create: Vec<String> = vec!["create".into(), "held".into()];
     create.extend(reach(&ca, &port));
     create.extend([
@@ -108,28 +101,10 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
     ok(&w(&create.iter().map(String::as_str).collect::<Vec<_>>()));
     ok(&w(&["start", "held"]));
     let post = |n: u32| {
-        Command::new(warden_bin())
-            .args(["exec", "held", "--", "curl", "-sS", "--noproxy", "*"])
-            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
-            .arg(format!("https://forge.test:{port}/issues/{n}?token=s3cret"))
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let url = format!("https://forge.test:{port}/issues/{n}?token=s3cret");
+        post_in(state.path(), "held", &[], &url)
     };
-    let question = || -> serde_json::Value {
-        let mut q = serde_json::Value::Null;
-        wait_until("the question", Duration::from_secs(15), || {
-            let out = ok(&w(&["approvals", "--json"]));
-            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
-            !q.is_null()
-        });
-        q
-    };
-    let answered = |child: std::process::Child| {
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
-    };
+    let question = || first_question(&w);
     // Allowed once: that request arrives.
     let first = post(1);
     let q = question();
@@ -227,4 +202,48 @@ fn an_always_answer_about_a_request_is_kept_for_the_projects_next_run_and_covers
     assert!(!seen.iter().any(|r| r.contains("/issues/2")), "{seen:?}");
     // Nothing in the workspace: the sandbox cannot grant itself a rule.
     assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+}
+
+/// `warden ARGS` on the named sandboxes under `state`, whose held
+/// requests wait 4 s for an answer.
+pub(super) fn warden_asking(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The first question on the approvals `w` (a [`warden_asking`]) lists,
+/// once there is one (within 15 s).
+pub(super) fn first_question(w: impl Fn(&[&str]) -> Output) -> serde_json::Value {
+    let mut q = serde_json::Value::Null;
+    wait_until("the question", Duration::from_secs(15), || {
+        let out = ok(&w(&["approvals", "--json"]));
+        q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
+        !q.is_null()
+    });
+    q
+}
+
+/// curl POSTing to `url` from inside the named sandbox `sandbox` (with
+/// `extra` arguments), in the background, printing only the status.
+pub(super) fn post_in(state: &Path, sandbox: &str, extra: &[&str], url: &str) -> Child {
+    Command::new(warden_bin())
+        .args(["exec", sandbox, "--", "curl", "-sS", "--noproxy", "*"])
+        .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args(extra)
+        .arg(url)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What a [`post_in`] printed (the status), once it ends.
+pub(super) fn answered(child: Child) -> String {
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
 }

@@ -5,11 +5,10 @@
 //! tool lets that tool through, in this run and the next, and every other
 //! tool is asked about again, never let through unasked.
 
+use super::ask::{answered, first_question, post_in, warden_asking};
 use crate::common::forge::{reach, Forge};
 use crate::common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// Every file below `dir` whose path holds `part`.
 fn files_under(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
@@ -36,15 +35,7 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
     };
     let port = up.port.to_string();
     let state = TempDir::new("requests-ask-scope");
-    let w = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let w = |args: &[&str]| warden_asking(state.path(), args);
     let create = || {
         let mut args: Vec<String> = vec!["create".into(), "scoped".into()];
         args.extend(reach(&ca, &port));
@@ -61,29 +52,15 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
         );
-        Command::new(warden_bin())
-            .args(["exec", "scoped", "--", "curl", "-sS", "--noproxy", "*"])
-            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
-            .args(["-H", "Content-Type: application/json", "--data", &body])
-            .arg(format!("https://forge.test:{port}/mcp?{n}"))
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let url = format!("https://forge.test:{port}/mcp?{n}");
+        post_in(
+            state.path(),
+            "scoped",
+            &["-H", "Content-Type: application/json", "--data", &body],
+            &url,
+        )
     };
-    let question = || -> serde_json::Value {
-        let mut q = serde_json::Value::Null;
-        wait_until("the question", Duration::from_secs(15), || {
-            let out = ok(&w(&["approvals", "--json"]));
-            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
-            !q.is_null()
-        });
-        q
-    };
-    let answered = |child: std::process::Child| {
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
-    };
+    let question = || first_question(&w);
     create();
     // Asked about search, with the tool named; answered always.
     let first = call(1, "search");
@@ -154,9 +131,7 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
 /// is put to the person again (and refused, it never arrives).
 #[test]
 fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool_only() {
-    use super::elicit::{good, Person};
-    use rmcp::model::CallToolRequestParams;
-    use rmcp::ServiceExt;
+    use super::elicit::{asking_profile, run_command, serve_to, Person};
     let Some(Forge { ca, up }) = Forge::start() else {
         return;
     };
@@ -164,38 +139,18 @@ fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool
     let state = TempDir::new("requests-ask-scope-mcp");
     let ws = TempDir::new("requests-ask-scope-mcp-ws");
     let config = TempDir::new("requests-ask-scope-mcp-config");
-    let profiles = config.path().join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("tools.yaml"),
-        format!(
-            "egress:\n  domains: [\"forge.test:{port}\"]\n  hosts: {{forge.test: 127.0.0.1}}\n  upstream_ca: [\"{}\"]\n  ask_requests: [\"POST forge.test:{port}/mcp rpc:tools/call:*\"]\n",
-            ca.pem_path()
-        ),
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    asking_profile(
+        &config,
+        "tools",
+        &ca,
+        port,
+        &format!("POST forge.test:{port}/mcp rpc:tools/call:*"),
+    );
+    let runtime = crate::common::mcp::runtime();
     let person = Person::default();
     person.answers.lock().unwrap().extend(["always", "deny"]);
     runtime.block_on(async {
-        let mut cmd = tokio::process::Command::new(warden_bin());
-        cmd.args(["mcp", "--profile", "tools", "--workspace", ws.str()])
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("XDG_CONFIG_HOME", config.path())
-            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "20000");
-        let c = tokio::time::timeout(
-            Duration::from_secs(30),
-            person
-                .clone()
-                .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()),
-        )
-        .await
-        .expect("the MCP server answered initialize in time")
-        .unwrap();
+        let c = serve_to(&person, "tools", &ws, &state, &config).await;
         let call = |n: u32, tool: &str| {
             let body = format!(
                 r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
@@ -206,22 +161,7 @@ fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool
                 "-H", "Content-Type: application/json", "--data", body,
                 format!("https://forge.test:{port}/mcp?{n}"),
             ]});
-            let serde_json::Value::Object(args) = args else {
-                unreachable!()
-            };
-            let c = &c;
-            async move {
-                let r = tokio::time::timeout(
-                    Duration::from_secs(120),
-                    c.call_tool(
-                        CallToolRequestParams::new("run_command".to_string()).with_arguments(args),
-                    ),
-                )
-                .await
-                .expect("run_command answered in time")
-                .expect("a tool result");
-                good(&r)
-            }
+            run_command(&c, args)
         };
         let out = call(1, "search").await;
         assert!(out.contains("call 1 200"), "{out}");

@@ -7,9 +7,10 @@
 //! refusal keeps it from the server.
 
 use crate::common::forge::Forge;
+use crate::common::upstream::TestCa;
 use crate::common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ElicitRequestParams, ElicitResult};
-use rmcp::service::{RequestContext, RoleClient};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::ServiceExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,66 @@ pub(super) fn good(r: &CallToolResult) -> String {
     text.join("\n")
 }
 
+/// The owner's profile `name` in `config`: the forge at `port` reached
+/// through the test authority `ca`, requests `rule` asked about.
+pub(super) fn asking_profile(config: &TempDir, name: &str, ca: &TestCa, port: u16, rule: &str) {
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join(format!("{name}.yaml")),
+        format!(
+            "egress:\n  domains: [\"forge.test:{port}\"]\n  hosts: {{forge.test: 127.0.0.1}}\n  upstream_ca: [\"{}\"]\n  ask_requests: [\"{rule}\"]\n",
+            ca.pem_path()
+        ),
+    )
+    .unwrap();
+}
+
+/// `warden mcp --profile PROFILE --workspace WS` (state in `state`, the
+/// owner's profiles in `config`, a held request waiting 20 s) served to
+/// `person`: the client, once the server answered initialize.
+pub(super) async fn serve_to(
+    person: &Person,
+    profile: &str,
+    ws: &TempDir,
+    state: &TempDir,
+    config: &TempDir,
+) -> RunningService<RoleClient, Person> {
+    let mut cmd = tokio::process::Command::new(warden_bin());
+    cmd.args(["mcp", "--profile", profile, "--workspace", ws.str()])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("XDG_CONFIG_HOME", config.path())
+        .env("WARDEN_TEST_ASK_TIMEOUT_MS", "20000");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        person
+            .clone()
+            .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()),
+    )
+    .await
+    .expect("the MCP server answered initialize in time")
+    .unwrap()
+}
+
+/// Tool `run_command` called on `c` with `args` (an object): the text of
+/// its result, which must have succeeded, within two minutes.
+pub(super) async fn run_command(
+    c: &RunningService<RoleClient, Person>,
+    args: serde_json::Value,
+) -> String {
+    let serde_json::Value::Object(args) = args else {
+        unreachable!()
+    };
+    let r = tokio::time::timeout(
+        Duration::from_secs(120),
+        c.call_tool(CallToolRequestParams::new("run_command".to_string()).with_arguments(args)),
+    )
+    .await
+    .expect("run_command answered in time")
+    .expect("a tool result");
+    good(&r)
+}
+
 #[test]
 fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_the_answer() {
     let Some(Forge { ca, up }) = Forge::start() else {
@@ -69,21 +130,14 @@ fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_th
     let state = TempDir::new("requests-elicit");
     let ws = TempDir::new("requests-elicit-ws");
     let config = TempDir::new("requests-elicit-config");
-    let profiles = config.path().join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("forge.yaml"),
-        format!(
-            "egress:\n  domains: [\"forge.test:{port}\"]\n  hosts: {{forge.test: 127.0.0.1}}\n  upstream_ca: [\"{}\"]\n  ask_requests: [\"POST forge.test:{port}/issues/*\"]\n",
-            ca.pem_path()
-        ),
-    )
-    .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    asking_profile(
+        &config,
+        "forge",
+        &ca,
+        port,
+        &format!("POST forge.test:{port}/issues/*"),
+    );
+    let runtime = crate::common::mcp::runtime();
     let person = Person::default();
     runtime.block_on(async {
         person
@@ -91,42 +145,14 @@ fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_th
             .lock()
             .unwrap()
             .extend(["allow", "always", "deny"]);
-        let mut cmd = tokio::process::Command::new(warden_bin());
-        cmd.args(["mcp", "--profile", "forge", "--workspace", ws.str()])
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("XDG_CONFIG_HOME", config.path())
-            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "20000");
-        let c = tokio::time::timeout(
-            Duration::from_secs(30),
-            person
-                .clone()
-                .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()),
-        )
-        .await
-        .expect("the MCP server answered initialize in time")
-        .unwrap();
+        let c = serve_to(&person, "forge", &ws, &state, &config).await;
         let post = |n: u32| {
             let args = serde_json::json!({"argv": [
                 "curl", "-sS", "--noproxy", "*", "-o", "/dev/null",
                 "-w", format!("issue {n} %{{http_code}}"), "-X", "POST",
                 format!("https://forge.test:{port}/issues/{n}?token=s3cret"),
             ]});
-            let serde_json::Value::Object(args) = args else {
-                unreachable!()
-            };
-            let c = &c;
-            async move {
-                let r = tokio::time::timeout(
-                    Duration::from_secs(120),
-                    c.call_tool(
-                        CallToolRequestParams::new("run_command".to_string()).with_arguments(args),
-                    ),
-                )
-                .await
-                .expect("run_command answered in time")
-                .expect("a tool result");
-                good(&r)
-            }
+            run_command(&c, args)
         };
         // "allow": that request goes, once.
         let out = post(1).await;
