@@ -61,6 +61,10 @@ pub fn is_format(c: char) -> bool {
 struct Escaping<F>(F);
 
 fn write_fragment<W: ?Sized + Write>(w: &mut W, fragment: &str) -> io::Result<()> {
+    // Printable ASCII, most of what is written, as it is.
+    if fragment.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return w.write_all(fragment.as_bytes());
+    }
     let mut start = 0;
     for (at, c) in fragment.char_indices() {
         if !escaped(c) {
