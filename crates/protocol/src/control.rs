@@ -475,19 +475,11 @@ mod tests {
             r#"{"op":"pause","by":"cli","to_disk":true}"#
         );
         assert_eq!(
-            json(&Reply::Refused {
-                code: Refusal::Paused,
-                message: "paused".into(),
-                field: None
-            }),
+            refused(Refusal::Paused, "paused"),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
         );
         assert_eq!(
-            json(&Reply::Refused {
-                code: Refusal::Busy,
-                message: "full".into(),
-                field: None
-            }),
+            refused(Refusal::Busy, "full"),
             r#"{"op":"refused","code":"busy","message":"full","field":null}"#
         );
     }
@@ -515,6 +507,15 @@ mod tests {
             "{text}"
         );
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+    }
+
+    /// A refusal without a field, as the wire carries it.
+    fn refused(code: Refusal, message: &str) -> String {
+        json(&Reply::Refused {
+            code,
+            message: message.into(),
+            field: None,
+        })
     }
 
     fn json<T: Serialize>(value: &T) -> String {

@@ -536,6 +536,17 @@ mod tests {
         f(u64::MAX)
     }
 
+    /// Token `a` keeps no snapshot, and nothing (not a half-made copy) is
+    /// left in its directory.
+    fn nothing_kept_for_token_a(root: &Path, saved: &Saved) {
+        assert!(saved.list("token:a").is_empty());
+        let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
     fn setup(tag: &str) -> (PathBuf, Store, Sandbox) {
         let root = std::env::temp_dir().join(format!("warden-saved-{tag}-{}", std::process::id()));
         let _ = fsutil::remove_tree(&root);
@@ -659,12 +670,7 @@ mod tests {
         let saved = Saved::open(&root.join("state")).unwrap();
         let r = saved.save("big", "token:a", &sb, &StateOf::of(&sb), b"{}", &|f| f(10));
         assert!(matches!(r, Err(SavedError::OverQuota { .. })), "{r:?}");
-        assert!(saved.list("token:a").is_empty());
-        let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
-            .unwrap()
-            .flatten()
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
+        nothing_kept_for_token_a(&root, &saved);
         fsutil::remove_tree(&root).unwrap();
     }
 
@@ -689,12 +695,7 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(asked.get(), 2);
-        assert!(saved.list("token:a").is_empty());
-        let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
-            .unwrap()
-            .flatten()
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
+        nothing_kept_for_token_a(&root, &saved);
         // With room at the landing too, it lands.
         let info = saved
             .save("fits", "token:a", &sb, &StateOf::of(&sb), b"{}", &no_quota)
