@@ -130,9 +130,9 @@ enum Charset {
 /// wherever it stands (after a `;`, a space or a `,`), its value
 /// unquoted; `None` for a value no reader here can name for certain (a
 /// quoted string with an escape, an empty one, `charset` with no `=`).
-fn charsets(parts: &http::request::Parts) -> Vec<Option<String>> {
+fn charsets(headers: &http::HeaderMap) -> Vec<Option<String>> {
     let mut out = Vec::new();
-    for v in parts.headers.get_all(http::header::CONTENT_TYPE) {
+    for v in headers.get_all(http::header::CONTENT_TYPE) {
         let lower = String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase();
         let mut rest = lower.as_str();
         while let Some(at) = rest.find("charset") {
@@ -161,8 +161,14 @@ fn charsets(parts: &http::request::Parts) -> Vec<Option<String>> {
 /// declares as it does in UTF-8, the only way the readers here read it:
 /// see [`CHARSETS`]. A request that declares none is read as UTF-8.
 pub(crate) fn charset_certain(parts: &http::request::Parts, body: &[u8]) -> bool {
+    certain_in(&parts.headers, body)
+}
+
+/// Whether `body` reads as UTF-8 reads it in each charset `headers`
+/// declare.
+fn certain_in(headers: &http::HeaderMap, body: &[u8]) -> bool {
     let mut ascii_only = false;
-    for name in charsets(parts) {
+    for name in charsets(headers) {
         let class = name.and_then(|n| {
             CHARSETS
                 .iter()
@@ -277,7 +283,8 @@ impl<'de> serde::Deserialize<'de> for Top {
 /// One that does is certain only when the parser, with the one boundary
 /// the request names, reads at least as many mentions in the parts'
 /// names as the body holds (a mention in a value or a file may be a name
-/// to another parser) and no part's header names it otherwise; `None`
+/// to another parser), no part's header names it otherwise and no
+/// part's charset reads its value otherwise than UTF-8; `None`
 /// otherwise.
 pub(crate) async fn multipart_fields(
     parts: &http::request::Parts,
@@ -313,7 +320,16 @@ pub(crate) async fn multipart_fields(
                     continue;
                 };
                 named += mentions(name.as_bytes());
-                out.push((name, field.text().await.ok()?));
+                // A part's own charset: Tomcat reads its value so (Java's
+                // `UTF-16` big-endian without a mark, where `multer`'s
+                // reads little-endian; `UTF-32`, which `multer` reads as
+                // UTF-8).
+                let declared = field.headers().clone();
+                let value = field.bytes().await.ok()?;
+                if !certain_in(&declared, &value) {
+                    return None;
+                }
+                out.push((name, String::from_utf8_lossy(&value).into_owned()));
             }
             Ok(None) => break,
             Err(_) => return None,
@@ -576,6 +592,20 @@ mod tests {
             params(&json, &[Kind::Json], &body, &keys()).await,
             Params::Unknown
         );
+        let mp = parts("multipart/form-data; boundary=XyZ");
+        for charset in ["utf-32", "utf-16", "x-unheard-of"] {
+            let body = format!(
+                "--XyZ\r\nContent-Disposition: form-data; name=\"admin\"\r\nContent-Type: text/plain; charset={charset}\r\n\r\n\0\0\01\r\n--XyZ--\r\n"
+            );
+            assert_eq!(
+                params(&mp, &[Kind::Multipart], body.as_bytes(), &keys()).await,
+                Params::Unknown,
+                "{charset}"
+            );
+        }
+        let body = "--XyZ\r\nContent-Disposition: form-data; name=\"admin\"\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n1\r\n--XyZ--\r\n";
+        let m = params(&mp, &[Kind::Multipart], body.as_bytes(), &keys()).await;
+        assert!(has(&m, "admin", "1"), "{m:?}");
         let mp = parts("multipart/form-data; boundary=XyZ; charset=utf-16le");
         let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n1\r\n--XyZ--\r\n";
         assert_eq!(
