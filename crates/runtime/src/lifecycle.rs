@@ -5,6 +5,7 @@
 //! made from them and forks are [`copies`]'.
 
 mod copies;
+mod own;
 mod records;
 mod stopping;
 
@@ -12,6 +13,7 @@ pub use copies::{
     create_from_snapshot, delete_snapshot, fork, fork_with_memory, no_copy_meanwhile, snapshot,
     snapshots, Forked, Owner,
 };
+pub use own::make_own;
 pub use records::{record, RecordError};
 pub use stopping::{Stopping, MIN_QUIET};
 

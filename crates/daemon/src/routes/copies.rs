@@ -277,6 +277,11 @@ fn adopt(
             let _ = lifecycle::remove(&app.store, &id, true);
             return Err(e);
         }
+    } else if let Err(e) = lifecycle::make_own(sb, &app.state_dir, caller.owner()) {
+        // The owner's copy of a token's sandbox is the owner's: its
+        // caches and grants file are the owner's own, never the token's.
+        let _ = lifecycle::remove(&app.store, &id, true);
+        return Err(refused(e));
     }
     let one_at_a_time = app.quota_lock.lock();
     if let Some(r) = reserved {
@@ -332,16 +337,17 @@ pub async fn sandbox_from(
         // that no longer holds, or does not fit, makes nothing.
         let mut reserved = match &caller {
             Caller::Token(t) => {
-                let (spec, profile, bytes) = snapshot_spec(&app, &caller, &snap)?;
+                let (stored, profile, bytes) = snapshot_spec(&app, &caller, &snap)?;
+                let spec = &stored.spec;
                 grants::still_granted(
                     &app,
-                    &spec,
+                    &stored,
                     profile.as_deref(),
                     &body.name,
                     grants::Again::Copy,
                     caller.owner(),
                 )?;
-                Some(crate::quota::reserve_from_snapshot(&app, t, &spec, bytes)?)
+                Some(crate::quota::reserve_from_snapshot(&app, t, spec, bytes)?)
             }
             Caller::Owner => None,
         };
@@ -375,7 +381,7 @@ fn snapshot_spec(
     app: &App,
     caller: &Caller,
     snap: &str,
-) -> Result<(warden_policy::SandboxSpec, Option<String>, u64), ApiError> {
+) -> Result<(warden_runtime::state::Stored, Option<String>, u64), ApiError> {
     let saved = warden_workspace::saved::Saved::open(app.store.root())
         .map_err(|e| refused(LifecycleError::from(e)))?;
     let info = saved
@@ -389,7 +395,7 @@ fn snapshot_spec(
                 format!("snapshot {snap} is damaged: {}", chain(&e)),
             )
         })?;
-    Ok((stored.spec, info.profile, info.bytes))
+    Ok((stored, info.profile, info.bytes))
 }
 
 /// Whether a token's copy `sb`, just made, reaches nothing of the host
@@ -399,12 +405,10 @@ fn copy_granted(
     sb: &warden_workspace::Sandbox,
     caller: &Caller,
 ) -> Result<(), ApiError> {
-    let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
-        ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
-    })?;
+    let stored = grants::stored_of(sb)?;
     grants::still_granted(
         app,
-        &spec,
+        &stored,
         sb.meta().profile.as_deref(),
         sb.name(),
         grants::Again::Copy,

@@ -32,6 +32,7 @@ use warden_policy::compose::Origin;
 use warden_policy::{Field, NetworkSpec, SandboxSpec, Trust};
 use warden_runtime::lifecycle::Owner;
 use warden_runtime::resolve::{resolve_dry, Context, Input, ProfileSource};
+use warden_runtime::state::Stored;
 
 use crate::app::App;
 use crate::error::{spec_pointer, ApiError};
@@ -125,16 +126,20 @@ fn in_state(app: &App, path: &Path) -> bool {
 /// `owner`: the token the copy is for. A package cache is granted only as
 /// that token's own: a copy (or a start) whose spec binds another's
 /// caches (another token's, the owner's, or the one directory every
-/// token shared before caches were kept per owner) is refused.
+/// token shared before caches were kept per owner) is refused; so is one
+/// whose "always" answers are written into another's grants file, or
+/// whose allowed names hold one it could only have from another's
+/// ([`grants_are_own`]).
 pub(crate) fn still_granted(
     app: &App,
-    copy: &SandboxSpec,
+    stored: &Stored,
     profile: Option<&str>,
     id: &str,
     again: Again,
     owner: Owner<'_>,
 ) -> Result<(), ApiError> {
     let now = granted_now(app, profile, id, again, owner)?;
+    let copy = &stored.spec;
     let (src, outcome) = (again.source(), again.outcome());
     let fs = &copy.filesystem;
     for b in &fs.binds {
@@ -216,7 +221,8 @@ pub(crate) fn still_granted(
             format!("a published port of {src} is no longer granted by the owner's profile it was made from: {outcome}"),
         ));
     }
-    network_still_granted(&copy.network, &now.network, again)?;
+    let own_answers = grants_are_own(app, stored, again, owner)?;
+    network_still_granted(&copy.network, &now.network, &own_answers, again)?;
     let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
     crate::quota::sizes_within_host_defaults(app, crate::quota::Asked::of(copy), &profiles)
 }
@@ -227,6 +233,7 @@ pub(crate) fn still_granted(
 fn network_still_granted(
     copy: &NetworkSpec,
     now: &NetworkSpec,
+    own_answers: &[String],
     again: Again,
 ) -> Result<(), ApiError> {
     let NetworkSpec::Egress(copy) = copy else {
@@ -244,6 +251,26 @@ fn network_still_granted(
             again.outcome()
         )
     };
+    // A name the owner allows (`caller` unset) is the owner's profile's,
+    // the host's defaults' or an "always" answer of the principal's own
+    // grants file: one from another's file (the owner's, before answers
+    // were kept per principal) is not granted.
+    let owners = copy.domains.iter().filter(|d| !d.caller).find(|d| {
+        !has(&|n| {
+            n.domains.iter().any(|o| {
+                !o.caller && o.name == d.name && o.subdomains == d.subdomains && o.port == d.port
+            })
+        }) && !own_answers.iter().any(|a| *a == d.source || *a == d.name)
+    });
+    if let Some(d) = owners {
+        return Err(not_granted(
+            Field::AllowDomain,
+            why(&format!(
+                "name {} (an \"always\" answer not its own)",
+                d.source
+            )),
+        ));
+    }
     if copy.hosts.iter().any(|h| !has(&|n| n.hosts.contains(h))) {
         return Err(not_granted(Field::AddHost, why("a pinned host")));
     }
@@ -312,15 +339,60 @@ pub(crate) fn may_run_again(app: &App, sb: &warden_workspace::Sandbox) -> Result
     let Some(token) = row.and_then(|r| r.token) else {
         return Ok(());
     };
-    let spec = crate::quota::stored_spec(sb).ok_or_else(|| {
-        ApiError::internal(format!("sandbox {}: its spec cannot be read", sb.name()))
-    })?;
+    let stored = stored_of(sb)?;
     still_granted(
         app,
-        &spec,
+        &stored,
         sb.meta().profile.as_deref(),
         sb.name(),
         Again::Start,
         Owner::Token(&token),
     )
+}
+
+/// Sandbox `sb`'s kept configuration: its spec and where it writes.
+pub(crate) fn stored_of(sb: &warden_workspace::Sandbox) -> Result<Stored, ApiError> {
+    warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).map_err(|e| {
+        ApiError::internal(format!(
+            "sandbox {}: its spec cannot be read: {}",
+            sb.name(),
+            crate::error::chain(&e)
+        ))
+    })
+}
+
+/// Whether the grants file `stored` writes its "always" answers into is
+/// `owner`'s own (`STATE/token-grants/tHEX/` for a token): one kept in
+/// another principal's (the owner's `STATE/grants/`, written into every
+/// token's sandbox over a project before answers were kept per
+/// principal; another token's) is refused (403 at `/spec/egress/ask`),
+/// since its supervisor would write into it and its names would widen
+/// this sandbox. The names answered in its own file, which it may keep.
+/// A profile that keeps its answers in itself (`--ask-save profile`) is
+/// the owner's profile, checked as a profile.
+fn grants_are_own(
+    app: &App,
+    stored: &Stored,
+    again: Again,
+    owner: Owner<'_>,
+) -> Result<Vec<String>, ApiError> {
+    let Some(file) = stored.sinks.grants.as_deref() else {
+        return Ok(Vec::new());
+    };
+    if stored.sinks.grants_into_profile {
+        return Ok(Vec::new());
+    }
+    let own = owner.grants_base(&app.state_dir).join("grants");
+    if file.parent() != Some(own.as_path()) {
+        return Err(not_granted(
+            Field::Ask,
+            format!(
+                "{} keeps its \"always\" answers in a grants file that is not its own principal's: {}",
+                again.source(),
+                again.outcome()
+            ),
+        ));
+    }
+    warden_runtime::grants::load(file)
+        .map_err(|e| ApiError::internal(format!("{}: {}", again.source(), crate::error::chain(&e))))
 }
