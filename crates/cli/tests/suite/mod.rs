@@ -64,6 +64,7 @@ mod mcp_sessions;
 mod mount_links;
 mod one_spec;
 mod output_budget;
+mod own_grants;
 mod own_use_profiles;
 mod owner_caches;
 mod ownership;

@@ -1,0 +1,274 @@
+//! A sandbox's grants file (where its "always" answers are written) and
+//! its package caches are its own principal's, through a start and
+//! through a copy: a token's sandbox whose kept spec names the owner's
+//! grants file, or allows a name it could only have from another's file,
+//! is neither started nor copied with it; the owner's copy of a token's
+//! sandbox is re-pointed at the owner's own caches and grants file.
+//! Through the real daemon over real HTTP (outside review 18, F3 and F4).
+
+use crate::common::daemon::*;
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The owner's catalogue with profile `asky`: asked about names, pip's
+/// cache kept.
+fn profile_asky(config: &Path) {
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asky.yaml"),
+        "egress:\n  ask: true\nfilesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+}
+
+/// The name of a project's grants file, as warden escapes its path.
+fn grants_name(ws: &Path) -> String {
+    let mut name = String::new();
+    for b in ws.to_str().unwrap().bytes() {
+        if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("_{b:02x}"));
+        }
+    }
+    format!("{name}.yaml")
+}
+
+/// A token's directory name below `token-grants/` and `token-caches/`.
+fn token_dir(token: &str) -> String {
+    let id = token.split('_').nth(1).unwrap();
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("t{hex}")
+}
+
+/// A daemon whose workspace root holds project `ws`, with profile `asky`.
+struct Setup {
+    state: TempDir,
+    ws: PathBuf,
+    d: Daemon,
+}
+
+fn setup(name: &str) -> Setup {
+    let state = TempDir::new(name);
+    let config = state.path().join("config");
+    profile_asky(&config);
+    let root = state.path().join("projects");
+    let ws = root.join("shared");
+    std::fs::create_dir_all(&ws).unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--workspace-root", root.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
+    Setup { state, ws, d }
+}
+
+impl Setup {
+    fn stored_path(&self, name: &str) -> PathBuf {
+        sandbox_dir(self.state.path(), name).join("sandbox.json")
+    }
+
+    fn stored(&self, name: &str) -> Value {
+        json(&std::fs::read_to_string(self.stored_path(name)).unwrap())
+    }
+
+    fn write_stored(&self, name: &str, v: &Value) {
+        std::fs::write(self.stored_path(name), v.to_string()).unwrap();
+    }
+
+    /// Sandbox `name` of `asky` over the project, not started.
+    fn create(&self, t: &dyn Fn(&str, &str, Option<&str>) -> (u16, String), name: &str) {
+        let body = format!(
+            r#"{{"name":"{name}","profile":"asky","workspace":"{}","start":false}}"#,
+            self.ws.display()
+        );
+        let (s, b) = t("POST", "/v1/sandboxes", Some(&body));
+        assert_eq!(s, 201, "{b}");
+    }
+
+    /// The owner's grants file for the project.
+    fn owners_grants(&self) -> PathBuf {
+        self.state
+            .path()
+            .join("warden/grants")
+            .join(grants_name(&self.ws))
+    }
+}
+
+/// The names a kept spec allows as the owner's entries.
+fn owner_entries(v: &Value) -> Vec<String> {
+    v["spec"]["network"]["Egress"]["domains"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|d| !d["caller"].as_bool().unwrap_or(false))
+                .filter_map(|d| d["source"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Review 18, F3: before a token's answers were kept apart from the
+/// owner's, a token's sandbox over a project was given the owner's
+/// "always" answers at its create, as the owner's entries in its kept
+/// spec, and its grants file was the owner's (`STATE/grants/PROJECT`),
+/// into which its supervisor wrote. A start and a fork carried both
+/// (started: 200, the owner's names allowed, the token's answers written
+/// into the owner's file). Both are now held to the token's own: a kept
+/// spec naming the owner's grants file is refused (403 at
+/// `/spec/egress/ask`), one allowing a name of the owner's file is refused
+/// (403 at `/spec/egress/domains`), nothing started or made; a name of
+/// the token's own file still runs.
+#[test]
+fn a_token_s_sandbox_kept_with_the_owner_s_grants_is_not_started_or_copied_with_them() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return skip("egress interception is not available here");
+    }
+    let su = setup("own-grants-old");
+    let token = api_token(&su.d, "bob", WORKER_SCOPES, None);
+    let t = calls_as(&su.d, token.clone());
+    // The owner's answer and bob's own, each in its principal's file.
+    std::fs::create_dir_all(su.owners_grants().parent().unwrap()).unwrap();
+    std::fs::write(
+        su.owners_grants(),
+        "description: \"answers\"\ndomains: [\"owners.test\"]\n",
+    )
+    .unwrap();
+    let bobs = su
+        .state
+        .path()
+        .join("warden/token-grants")
+        .join(token_dir(&token))
+        .join("grants");
+    std::fs::create_dir_all(&bobs).unwrap();
+    std::fs::write(
+        bobs.join(grants_name(&su.ws)),
+        "description: \"answers\"\ndomains: [\"bobs.test\"]\n",
+    )
+    .unwrap();
+
+    // Bob's own answer is kept through a start (the feature holds).
+    su.create(&t, "mine");
+    let v = su.stored("mine");
+    assert_eq!(owner_entries(&v), vec!["bobs.test".to_string()], "{v}");
+    assert_eq!(
+        v["sinks"]["grants"].as_str().unwrap(),
+        bobs.join(grants_name(&su.ws)).to_str().unwrap()
+    );
+    let (s, b) = t("POST", "/v1/sandboxes/mine/start", None);
+    assert_eq!(s, 200, "{b}");
+    let _ = t("DELETE", "/v1/sandboxes/mine?force=true", None);
+
+    // Kept as a create before answers were per principal: the owner's
+    // grants file, then the owner's answer among its names.
+    su.create(&t, "oldfile");
+    let mut v = su.stored("oldfile");
+    v["sinks"]["grants"] = Value::from(su.owners_grants().to_str().unwrap());
+    su.write_stored("oldfile", &v);
+    su.create(&t, "oldname");
+    let mut v = su.stored("oldname");
+    v["spec"]["network"]["Egress"]["domains"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name":"owners.test","subdomains":false,"port":null,"source":"owners.test"}));
+    su.write_stored("oldname", &v);
+
+    for (id, field) in [
+        ("oldfile", "/spec/egress/ask"),
+        ("oldname", "/spec/egress/domains"),
+    ] {
+        let (s, b) = t("POST", &format!("/v1/sandboxes/{id}/start"), None);
+        assert_eq!(s, 403, "{id}: {b}");
+        assert_eq!(json(&b)["field"], field, "{b}");
+        assert!(
+            json(&b)["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("not started"),
+            "{b}"
+        );
+        let (s, b) = t(
+            "POST",
+            &format!("/v1/sandboxes/{id}/fork"),
+            Some(r#"{"count":1}"#),
+        );
+        assert_eq!(s, 403, "{id}: {b}");
+        assert_eq!(json(&b)["field"], field, "{b}");
+        assert!(!sandbox_dir(su.state.path(), &format!("{id}-fork-1")).exists());
+        let (s, b) = t("GET", &format!("/v1/sandboxes/{id}"), None);
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(json(&b)["state"], "stopped", "{b}");
+        let _ = t("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
+    }
+    // The owner's file is as the owner wrote it.
+    assert_eq!(
+        std::fs::read_to_string(su.owners_grants()).unwrap(),
+        "description: \"answers\"\ndomains: [\"owners.test\"]\n"
+    );
+}
+
+/// Review 18, F4: the owner's fork or snapshot of a token's sandbox kept
+/// that token's cache directory (`STATE/token-caches/tHEX/`) and grants
+/// file (`STATE/token-grants/tHEX/`): the owner's copy shared the token's
+/// live cache, charged to the token's disk, and wrote its "always"
+/// answers into the token's file. A copy is its maker's: the owner's
+/// fork and the owner's sandbox from a snapshot bind the owner's caches
+/// (`STATE/caches/`) and write into the owner's grants file
+/// (`STATE/grants/`); nothing of either names the token's directories.
+#[test]
+fn the_owner_s_copy_of_a_token_s_sandbox_keeps_the_owner_s_caches_and_grants_file() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let su = setup("own-grants-copy");
+    let token = api_token(&su.d, "alice", WORKER_SCOPES, None);
+    let t = calls_as(&su.d, token.clone());
+    let owner = |m: &str, p: &str, b: Option<&str>| call(&su.d, m, p, b, None);
+    su.create(&t, "hers");
+    let v = su.stored("hers");
+    let hex = token_dir(&token);
+    let text = v.to_string();
+    assert!(text.contains(&format!("token-caches/{hex}")), "{v}");
+    assert!(text.contains(&format!("token-grants/{hex}")), "{v}");
+
+    let (s, b) = owner("POST", "/v1/sandboxes/hers/fork", Some(r#"{"count":1}"#));
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = owner(
+        "POST",
+        "/v1/sandboxes/hers/snapshots",
+        Some(r#"{"name":"hers-snap"}"#),
+    );
+    assert!(s == 200 || s == 201, "{b}");
+    let (s, b) = owner(
+        "POST",
+        "/v1/snapshots/hers-snap/sandboxes",
+        Some(r#"{"name":"from-snap","start":false}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+
+    let caches = su.state.path().join("warden/caches");
+    for id in ["hers-fork-1", "from-snap"] {
+        let v = su.stored(id);
+        let text = v.to_string();
+        assert!(!text.contains("token-caches"), "{id}: {v}");
+        assert!(!text.contains("token-grants"), "{id}: {v}");
+        let host = v["spec"]["filesystem"]["caches"][0]["host"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(Path::new(&host).starts_with(&caches), "{id}: {host}");
+        assert_eq!(
+            v["sinks"]["grants"].as_str().unwrap_or_default(),
+            su.owners_grants().to_str().unwrap(),
+            "{id}"
+        );
+        let _ = owner("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
+    }
+    let _ = t("DELETE", "/v1/sandboxes/hers?force=true", None);
+}
