@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
 
 import httpx
 import pytest
@@ -83,6 +83,14 @@ def _servers(sbx, *mode: str) -> int:
     return int(sbx.commands.run(" ".join(["python3", "/tmp/servers.py", *mode])).stdout.strip())
 
 
+def _tokens_sandbox(d: Daemon, timeout: int = 900) -> Tuple[str, "e2b_ci.Sandbox"]:
+    """A new token of `SCOPES` (the SDK pointed at `d` with it) and a
+    code-interpreter sandbox it made, living `timeout` seconds."""
+    key = d.token(*SCOPES)
+    point_sdk(d, key)
+    return key, e2b_ci.Sandbox.create(timeout=timeout)
+
+
 def _native(d: Daemon, key: str) -> httpx.Client:
     return httpx.Client(base_url=d.native, headers={"authorization": f"Bearer {key}"}, timeout=60)  # type: ignore[attr-defined]
 
@@ -135,9 +143,7 @@ def test_after_a_daemon_restart_run_code_goes_on_with_the_same_server_and_its_pl
     restartable: Daemon, how: str
 ) -> None:
     d = restartable
-    key = d.token(*SCOPES)
-    point_sdk(d, key)
-    sbx = e2b_ci.Sandbox.create(timeout=900)
+    key, sbx = _tokens_sandbox(d)
     try:
         ex = sbx.run_code("x = 41", timeout=400, request_timeout=400)
         assert ex.error is None, ex.error
@@ -187,9 +193,7 @@ def test_a_server_still_starting_when_the_daemon_restarts_is_ended_before_the_ne
     # daemon that comes back must know it as the server: the next start
     # ends it first, so the sandbox runs one server, not two.
     d = restartable
-    key = d.token(*SCOPES)
-    point_sdk(d, key)
-    sbx = e2b_ci.Sandbox.create(timeout=900)
+    key, sbx = _tokens_sandbox(d)
     site = "/tmp/.warden-code-interpreter"
     try:
         sbx.files.write(f"{site}/jupyter_client/__init__.py", "import time\ntime.sleep(10**9)\n")
@@ -224,9 +228,7 @@ def test_a_command_of_the_tokens_that_looks_like_the_server_is_never_taken_for_i
     restartable: Daemon,
 ) -> None:
     d = restartable
-    key = d.token(*SCOPES)
-    point_sdk(d, key)
-    sbx = e2b_ci.Sandbox.create(timeout=900)
+    key, sbx = _tokens_sandbox(d)
     try:
         assert sbx.run_code("1", timeout=400, request_timeout=400).error is None
         # The token's own command with the server's command line (the door
@@ -255,9 +257,7 @@ def test_a_command_running_across_a_daemon_restart_still_holds_its_place(restart
     # in the background is adopted with its place, and gives it back when
     # it ends.
     d = restartable
-    key = d.token(*SCOPES)
-    point_sdk(d, key)
-    sbx = e2b_ci.Sandbox.create(timeout=300)
+    key, sbx = _tokens_sandbox(d, timeout=300)
     try:
         ex = _run_in(d, key, sbx.sandbox_id, ["sleep", "600"])
         assert _free_places(d, key, sbx.sandbox_id) == PER_TOKEN - 1
