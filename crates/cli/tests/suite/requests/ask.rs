@@ -104,7 +104,7 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
         let url = format!("https://forge.test:{port}/issues/{n}?token=s3cret");
         post_in(state.path(), "held", &[], &url)
     };
-    let question = || first_question(&w);
+    let question = || first_question(w);
     // Allowed once: that request arrives.
     let first = post(1);
     let q = question();

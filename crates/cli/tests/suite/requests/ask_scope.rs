@@ -60,7 +60,7 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
             &url,
         )
     };
-    let question = || first_question(&w);
+    let question = || first_question(w);
     create();
     // Asked about search, with the tool named; answered always.
     let first = call(1, "search");
