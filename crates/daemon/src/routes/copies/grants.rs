@@ -127,9 +127,8 @@ fn in_state(app: &App, path: &Path) -> bool {
 /// that token's own: a copy (or a start) whose spec binds another's
 /// caches (another token's, the owner's, or the one directory every
 /// token shared before caches were kept per owner) is refused; so is one
-/// whose "always" answers are written into another's grants file, or
-/// whose allowed names hold one it could only have from another's
-/// ([`grants_are_own`]).
+/// whose "always" answers are written into another's grants file (and
+/// whose spec holds that file's answers: [`grants_are_own`]).
 pub(crate) fn still_granted(
     app: &App,
     stored: &Stored,
@@ -221,8 +220,8 @@ pub(crate) fn still_granted(
             format!("a published port of {src} is no longer granted by the owner's profile it was made from: {outcome}"),
         ));
     }
-    let own_answers = grants_are_own(app, stored, again, owner)?;
-    network_still_granted(&copy.network, &now.network, &own_answers, again)?;
+    grants_are_own(app, stored, again, owner)?;
+    network_still_granted(&copy.network, &now.network, again)?;
     let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
     crate::quota::sizes_within_host_defaults(app, crate::quota::Asked::of(copy), &profiles)
 }
@@ -233,7 +232,6 @@ pub(crate) fn still_granted(
 fn network_still_granted(
     copy: &NetworkSpec,
     now: &NetworkSpec,
-    own_answers: &[String],
     again: Again,
 ) -> Result<(), ApiError> {
     let NetworkSpec::Egress(copy) = copy else {
@@ -251,26 +249,6 @@ fn network_still_granted(
             again.outcome()
         )
     };
-    // A name the owner allows (`caller` unset) is the owner's profile's,
-    // the host's defaults' or an "always" answer of the principal's own
-    // grants file: one from another's file (the owner's, before answers
-    // were kept per principal) is not granted.
-    let owners = copy.domains.iter().filter(|d| !d.caller).find(|d| {
-        !has(&|n| {
-            n.domains.iter().any(|o| {
-                !o.caller && o.name == d.name && o.subdomains == d.subdomains && o.port == d.port
-            })
-        }) && !own_answers.iter().any(|a| *a == d.source || *a == d.name)
-    });
-    if let Some(d) = owners {
-        return Err(not_granted(
-            Field::AllowDomain,
-            why(&format!(
-                "name {} (an \"always\" answer not its own)",
-                d.source
-            )),
-        ));
-    }
     if copy.hosts.iter().any(|h| !has(&|n| n.hosts.contains(h))) {
         return Err(not_granted(Field::AddHost, why("a pinned host")));
     }
@@ -362,37 +340,40 @@ pub(crate) fn stored_of(sb: &warden_workspace::Sandbox) -> Result<Stored, ApiErr
 }
 
 /// Whether the grants file `stored` writes its "always" answers into is
-/// `owner`'s own (`STATE/token-grants/tHEX/` for a token): one kept in
-/// another principal's (the owner's `STATE/grants/`, written into every
-/// token's sandbox over a project before answers were kept per
-/// principal; another token's) is refused (403 at `/spec/egress/ask`),
-/// since its supervisor would write into it and its names would widen
-/// this sandbox. The names answered in its own file, which it may keep.
-/// A profile that keeps its answers in itself (`--ask-save profile`) is
-/// the owner's profile, checked as a profile.
+/// `owner`'s own (`STATE/token-grants/tHEX/grants/` for a token): one kept
+/// in another principal's is refused (403 at `/spec/egress/ask`). A
+/// token's sandbox made over a project before answers were kept per
+/// principal names the owner's `STATE/grants/PROJECT.yaml`: its supervisor
+/// would write the token's answers into it, and the owner's answers it was
+/// given at create are in its spec as the owner's entries. Both came from
+/// that one file in the same resolution (no spec holds the owner's answers
+/// without naming the owner's file), so refusing the file refuses the
+/// answers; the owner's own live additions (`PATCH .../egress`), which a
+/// copy carries as the owner's entries, are not taken for them. A profile
+/// that keeps its answers in itself (`--ask-save profile`) is the owner's
+/// profile, checked as a profile.
 fn grants_are_own(
     app: &App,
     stored: &Stored,
     again: Again,
     owner: Owner<'_>,
-) -> Result<Vec<String>, ApiError> {
+) -> Result<(), ApiError> {
     let Some(file) = stored.sinks.grants.as_deref() else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     if stored.sinks.grants_into_profile {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let own = owner.grants_base(&app.state_dir).join("grants");
     if file.parent() != Some(own.as_path()) {
         return Err(not_granted(
             Field::Ask,
             format!(
-                "{} keeps its \"always\" answers in a grants file that is not its own principal's: {}",
+                "{} keeps its \"always\" answers in a grants file that is not its own principal's (made before answers were kept per principal): {}",
                 again.source(),
                 again.outcome()
             ),
         ));
     }
-    warden_runtime::grants::load(file)
-        .map_err(|e| ApiError::internal(format!("{}: {}", again.source(), crate::error::chain(&e))))
+    Ok(())
 }
