@@ -117,6 +117,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("tokens", "max_pids", "INTEGER"),
     ("execs", "holder", "TEXT"),
     ("execs", "role", "TEXT"),
+    ("tokens", "parent", "TEXT"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.
@@ -506,9 +507,20 @@ impl Db {
     }
 
     pub fn insert_token(&self, row: &TokenRow) -> Result<(), DbError> {
+        self.insert_token_by(row, None)
+    }
+
+    /// Record a token made by the token `parent` over the API (`None`:
+    /// by the owner). Kept in the table's `parent` column, not in
+    /// [`TokenRow`] (a token's row is in every caller): revoking a token
+    /// revokes every token it made, and theirs ([`Db::revoke_token`]);
+    /// its children's quotas are carved out of its own
+    /// ([`crate::quota::bounds_of`]). Tokens recorded before warden kept
+    /// makers have none, as the owner's.
+    pub fn insert_token_by(&self, row: &TokenRow, parent: Option<&str>) -> Result<(), DbError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10)",
+                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids, parent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     row.id,
                     row.name,
@@ -519,7 +531,8 @@ impl Db {
                     row.max_sandboxes.map(|v| v as i64),
                     row.max_memory.map(|v| v as i64),
                     row.sandbox_uid,
-                    row.max_pids.map(|v| v.get() as i64)
+                    row.max_pids.map(|v| v.get() as i64),
+                    parent
                 ],
             )
             .map_err(q("record a token"))?;
@@ -535,6 +548,33 @@ impl Db {
             )
             .optional()
             .map_err(q("read a token"))
+    }
+
+    /// The token that made `id` over the API, if one did.
+    pub fn maker_of(&self, id: &str) -> Result<Option<String>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT parent FROM tokens WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(q("read a token's maker"))
+    }
+
+    /// The tokens `id` made over the API that are not revoked.
+    pub fn children_of(&self, id: &str) -> Result<Vec<TokenRow>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid, max_pids FROM tokens WHERE parent = ?1 AND revoked = 0")
+            .map_err(q("list a token's children"))?;
+        let rows = st
+            .query_map(params![id], token_row)
+            .map_err(q("list a token's children"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list a token's children"))?;
+        Ok(rows)
     }
 
     pub fn tokens(&self) -> Result<Vec<TokenRow>, DbError> {
@@ -640,15 +680,37 @@ impl Db {
         Ok(hashes.iter().any(|h| h == &given))
     }
 
-    /// Revoke a token by its id or name; whether one was.
+    /// Revoke a token by its id or name, and every token it made over the
+    /// API and theirs, in one transaction (a token check that follows
+    /// sees them all revoked, none half); whether one was.
     pub fn revoke_token(&self, id_or_name: &str) -> Result<bool, DbError> {
-        let n = self
+        self.revoke_token_within(id_or_name, None)
+    }
+
+    /// [`Db::revoke_token`] for a token `by`: only one of `by`'s
+    /// descendants (made by it, or by one it made, ...) is found, never
+    /// `by` itself, its maker, a sibling or a token the owner made.
+    pub fn revoke_token_within(&self, id_or_name: &str, by: Option<&str>) -> Result<bool, DbError> {
+        let tx = self
             .conn
+            .unchecked_transaction()
+            .map_err(q("revoke a token"))?;
+        let n = tx
             .execute(
-                "UPDATE tokens SET revoked = 1 WHERE (id = ?1 OR name = ?1) AND revoked = 0",
-                params![id_or_name],
+                "WITH RECURSIVE
+                   mine(id) AS (SELECT id FROM tokens WHERE parent = ?2
+                                UNION SELECT t.id FROM tokens t JOIN mine ON t.parent = mine.id),
+                   target(id) AS (SELECT id FROM tokens
+                                  WHERE (id = ?1 OR name = ?1) AND revoked = 0
+                                    AND (?2 IS NULL OR id IN (SELECT id FROM mine))),
+                   family(id) AS (SELECT id FROM target
+                                  UNION SELECT t.id FROM tokens t JOIN family ON t.parent = family.id)
+                 UPDATE tokens SET revoked = 1
+                 WHERE id IN (SELECT id FROM family) AND revoked = 0",
+                params![id_or_name, by],
             )
             .map_err(q("revoke a token"))?;
+        tx.commit().map_err(q("revoke a token"))?;
         Ok(n > 0)
     }
 }
@@ -779,6 +841,35 @@ mod tests {
             max_pids: None,
             sandbox_uid: sandbox.map(|_| "u1".to_string()),
         }
+    }
+
+    #[test]
+    fn revoking_a_token_revokes_its_descendants_and_a_token_revokes_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("daemon.db")).unwrap();
+        let made =
+            |id: &str, parent: Option<&str>| db.insert_token_by(&token(id, None), parent).unwrap();
+        made("maker", None);
+        made("c1", Some("maker"));
+        made("c2", Some("maker"));
+        made("g1", Some("c1"));
+        made("other", None);
+        assert_eq!(db.maker_of("g1").unwrap().as_deref(), Some("c1"));
+        assert_eq!(db.maker_of("maker").unwrap(), None);
+        assert_eq!(db.children_of("maker").unwrap().len(), 2);
+        let revoked = |id: &str| db.token(id).unwrap().unwrap().revoked;
+        // A child reaches neither its sibling, its maker, itself nor the
+        // owner's other token; its own child it does.
+        for id in ["c2", "maker", "c1", "other"] {
+            assert!(!db.revoke_token_within(id, Some("c1")).unwrap(), "{id}");
+            assert!(!revoked(id), "{id}");
+        }
+        // The owner revokes the maker: its children and theirs go with it.
+        assert!(db.revoke_token("maker").unwrap());
+        for id in ["maker", "c1", "c2", "g1"] {
+            assert!(revoked(id), "{id}");
+        }
+        assert!(!revoked("other"));
     }
 
     #[test]

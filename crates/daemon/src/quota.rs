@@ -85,10 +85,79 @@ pub(crate) struct Bounds {
 }
 
 /// What `token` is held to now: its record's quotas, else the daemon's
-/// `quotas:`, else the defaults. A token it makes over the API is
-/// compared with these (`routes::tokens`).
-pub(crate) fn bounds_of(app: &App, token: &TokenRow) -> Bounds {
-    app.quotas.for_token(&app.defaults, token)
+/// `quotas:`, else the defaults, less what the tokens it made over the
+/// API were given (a child's quotas are carved out of its maker's, so
+/// the maker and its children together hold no more than the maker
+/// alone). The disk goes with the memory (a sandbox's default disk is
+/// half its memory): a token made by a token has the share of its
+/// maker's disk quota that its memory quota is of its maker's, and the
+/// maker keeps the rest. A token it makes over the API
+/// is compared with these (`routes::tokens`).
+pub(crate) fn bounds_of(app: &App, token: &TokenRow) -> Result<Bounds, ApiError> {
+    let db = app.db()?;
+    let internal = |e: crate::db::DbError| ApiError::internal(chain(&e));
+    let maker = match db.maker_of(&token.id).map_err(internal)? {
+        Some(id) => db.token(&id).map_err(internal)?,
+        None => None,
+    };
+    let children = db.children_of(&token.id).map_err(internal)?;
+    drop(db);
+    Ok(carved(
+        &app.quotas,
+        &app.defaults,
+        token,
+        maker.as_ref(),
+        &children,
+    ))
+}
+
+/// `token`'s bounds, made by `maker`, having made `children` (see
+/// [`bounds_of`]).
+fn carved(
+    quotas: &Quotas,
+    defaults: &warden_policy::Defaults,
+    token: &TokenRow,
+    maker: Option<&TokenRow>,
+    children: &[TokenRow],
+) -> Bounds {
+    let whole = quotas.for_token(defaults, token);
+    let mut b = whole;
+    if let Some(m) = maker {
+        let of = quotas.for_token(defaults, m);
+        b.disk = share(of.disk, whole.memory, of.memory);
+    }
+    for c in children {
+        let given = quotas.for_token(defaults, c);
+        b.sandboxes = b.sandboxes.saturating_sub(given.sandboxes);
+        b.memory = b.memory.saturating_sub(given.memory);
+        b.pids = b.pids.saturating_sub(given.pids);
+    }
+    b.disk = share(b.disk, b.memory, whole.memory);
+    b
+}
+
+/// `part` of `of` parts of `total` (rounded down; 0 of 0 parts is 0).
+fn share(total: u64, part: u64, of: u64) -> u64 {
+    if of == 0 {
+        return 0;
+    }
+    (u128::from(total) * u128::from(part.min(of)) / u128::from(of)) as u64
+}
+
+/// Whether `maker` has room for a child held to `child` beside what it
+/// holds: the child's quotas are taken from the maker's ledger as a
+/// sandbox's sizes are (429 `quota` when they do not fit). Under
+/// [`App::quota_lock`].
+pub(crate) fn room_for_child(app: &App, maker: &TokenRow, child: Bounds) -> Result<(), ApiError> {
+    let whole = bounds_of(app, maker)?;
+    let tally = Tally {
+        sandboxes: child.sandboxes,
+        memory: child.memory,
+        pids: child.pids,
+        disk: share(whole.disk, child.memory, whole.memory),
+        host_disk: 0,
+    };
+    check(app, maker, None, tally)
 }
 
 impl Quotas {
@@ -209,6 +278,11 @@ fn ceiling(
 
 fn refused(code: &str, pointer: &str, message: String) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_field(Some(pointer))
+}
+
+/// 429 `quota` at no field.
+pub(crate) fn over_quota_of(message: String) -> ApiError {
+    over_quota(None, message)
 }
 
 fn over_quota(pointer: Option<&str>, message: String) -> ApiError {
@@ -545,7 +619,7 @@ fn check(
     recorded_as: Option<&str>,
     new: Tally,
 ) -> Result<(), ApiError> {
-    let bounds = app.quotas.for_token(&app.defaults, token);
+    let bounds = bounds_of(app, token)?;
     let mine = sandboxes_of(app, token, recorded_as)?;
     let reserved = app.pending.of(&token.id);
     let have = (mine.len() as u64).saturating_add(reserved.sandboxes);
@@ -670,7 +744,9 @@ fn cache_bytes(dir: &std::path::Path) -> u64 {
 /// or the copy of one into a new sandbox, may take before it is made
 /// (checked again when the copy is done). 0 when it cannot be known.
 pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
-    let bounds = app.quotas.for_token(&app.defaults, token);
+    let Ok(bounds) = bounds_of(app, token) else {
+        return 0;
+    };
     let Ok(rows) = app.db().and_then(|db| {
         db.sandboxes_of_token(&token.id)
             .map_err(|e| ApiError::internal(chain(&e)))
@@ -825,5 +901,41 @@ mod tests {
         assert_eq!(pids(&configured, &token), 4096);
         token.max_pids = std::num::NonZeroU64::new(100);
         assert_eq!(pids(&configured, &token), 100);
+    }
+
+    #[test]
+    fn a_makers_children_are_carved_out_of_its_bounds_so_together_they_hold_no_more() {
+        let defaults = warden_policy::Defaults::for_host(warden_policy::HostFacts {
+            total_memory: 8 << 30,
+            cpus: 2,
+            pid_max: 1 << 22,
+        });
+        let q = Quotas::default();
+        let (maker, _) = crate::auth::new_token("maker", &[], None);
+        let whole = q.for_token(&defaults, &maker);
+        let child = |sandboxes: u64, memory: u64, pids: u64| {
+            let (mut t, _) = crate::auth::new_token("child", &[], None);
+            t.max_sandboxes = Some(sandboxes);
+            t.max_memory = Some(memory);
+            t.max_pids = std::num::NonZeroU64::new(pids);
+            t
+        };
+        let kids = [
+            child(4, whole.memory / 4, 10),
+            child(4, whole.memory / 4, 10),
+        ];
+        let left = carved(&q, &defaults, &maker, None, &kids);
+        let given: Vec<Bounds> = kids
+            .iter()
+            .map(|k| carved(&q, &defaults, k, Some(&maker), &[]))
+            .collect();
+        let sum = |f: fn(&Bounds) -> u64| f(&left) + given.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|b| b.sandboxes), whole.sandboxes);
+        assert_eq!(sum(|b| b.memory), whole.memory);
+        assert_eq!(sum(|b| b.pids), whole.pids);
+        assert!(sum(|b| b.disk) <= whole.disk);
+        assert_eq!(given[0].disk, whole.disk / 4);
+        // No children: the maker keeps all of it.
+        assert_eq!(carved(&q, &defaults, &maker, None, &[]), whole);
     }
 }

@@ -352,7 +352,8 @@ fn revoking_a_maker_ends_its_children_at_once_and_a_child_reaches_neither_siblin
     let children: Vec<String> = (1..=3)
         .map(|i| {
             let body = serde_json::json!({
-                "name": format!("child{i}"), "scopes": ["admin"], "max_sandboxes": 4
+                "name": format!("child{i}"), "scopes": ["admin"],
+                "max_sandboxes": 4, "max_memory": "64M", "max_pids": 20
             });
             let (s, b) = make_token(&d, &maker, body);
             assert_eq!(s, 201, "{b}");

@@ -63,7 +63,7 @@ pub(crate) fn may_start(app: &App, caller: &Caller, sb: &Sandbox) -> Result<(), 
 /// `quota` naming the first it holds more of, and that `id` is not
 /// started.
 fn holds_no_more(app: &App, token: &TokenRow, id: &str) -> Result<(), ApiError> {
-    let bounds = app.quotas.for_token(&app.defaults, token);
+    let bounds = super::bounds_of(app, token)?;
     let mine = sandboxes_of(app, token, None)?;
     let reserved = app.pending.of(&token.id);
     let refuse = |field: Option<Field>, what: String| {

@@ -4,12 +4,16 @@
 //! A token made over the API by a token is never wider than its maker
 //! ([`wider_than`]): each scope one the maker holds, bound to the maker's
 //! sandbox when the maker is bound to one, each quota at most what the
-//! maker is held to (its record's, else the daemon's `quotas:`, else the
-//! defaults; a quota left out is the daemon's, which is never more than
-//! the maker's when the maker may make tokens at all). And a token whose
-//! record sets a quota of its own makes no tokens: its children would
-//! each have a ledger of their own, so ten children with its quota would
-//! be ten times its quota. Tokens do not expire, so there is no expiry to
+//! maker has left ([`crate::quota::bounds_of`]). A token whose record sets
+//! a quota of its own makes no tokens (the owner who set it does).
+//!
+//! A token made by a token is its maker's: its record names its maker
+//! (the `parent` column), it is given every quota (each one left out is
+//! all the maker has left), and its quotas are carved out of its maker's,
+//! so the maker and its children together hold no more than the maker
+//! alone. It makes no tokens itself (one generation). Revoking a token revokes the
+//! tokens it made in the same transaction, and a token revokes only the
+//! tokens it made. Tokens do not expire, so there is no expiry to
 //! compare. The owner (the socket, `warden token create`) is bound by
 //! none of it.
 
@@ -202,20 +206,38 @@ fn wider_than(
 }
 
 /// Whether `maker` may make a token of `scopes`, for `sandbox`, held to
-/// `quotas`: the owner always; a token only one no wider than itself
-/// (403 `wider_than_maker` at the pointer of the first part that is), and
-/// only when its own record sets no quota (403 `maker_has_quotas`).
+/// `quotas`: the owner always; a token the owner made only one no wider
+/// than itself (403 `wider_than_maker` at the pointer of the first part
+/// that is), only when its own record sets no quota (403
+/// `maker_has_quotas`), and never a token made over the API (403
+/// `made_by_a_token`). What a token may make is given every quota, each
+/// what it asked or else all the maker has left ([`crate::quota::bounds_of`]):
+/// the quotas returned, carved out of the maker's.
 fn may_make(
     app: &App,
     maker: &Caller,
     scopes: &[Scope],
     sandbox: Option<&Sandbox>,
     quotas: &TokenQuotas,
-) -> Result<(), ApiError> {
+) -> Result<TokenQuotas, ApiError> {
     let Caller::Token(row) = maker else {
-        return Ok(());
+        return Ok(*quotas);
     };
-    let bounds = crate::quota::bounds_of(app, row);
+    let made_by = app
+        .db()?
+        .maker_of(&row.id)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    if made_by.is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "made_by_a_token",
+            format!(
+                "token {} was made by a token, and a token made by a token makes no tokens: ask its maker or the owner",
+                row.id
+            ),
+        ));
+    }
+    let bounds = crate::quota::bounds_of(app, row)?;
     let held = Held {
         sandboxes: bounds.sandboxes,
         memory: bounds.memory,
@@ -237,7 +259,20 @@ fn may_make(
             ),
         ));
     }
-    Ok(())
+    let given = TokenQuotas {
+        max_sandboxes: Some(quotas.max_sandboxes.unwrap_or(held.sandboxes)),
+        max_memory: Some(quotas.max_memory.unwrap_or(held.memory)),
+        max_pids: quotas.max_pids.or(std::num::NonZeroU64::new(held.pids)),
+    };
+    let spent =
+        given.max_sandboxes == Some(0) || given.max_memory == Some(0) || given.max_pids.is_none();
+    if spent {
+        return Err(crate::quota::over_quota_of(format!(
+            "token {} has given all of its quotas to the tokens it made: revoke one first",
+            row.id
+        )));
+    }
+    Ok(given)
 }
 
 #[utoipa::path(post, path = "/v1/tokens", request_body = CreateToken,
@@ -262,10 +297,20 @@ pub async fn create(
         None => None,
     };
     let quotas = quotas_of(&req)?;
-    may_make(&app, &caller, &scopes, sandbox.as_ref(), &quotas)?;
+    // One maker's children at once: each is carved out of what the one
+    // before left.
+    let _one_at_a_time = app.quota_lock.lock();
+    let quotas = may_make(&app, &caller, &scopes, sandbox.as_ref(), &quotas)?;
     let (row, text) = auth::new_token_with(&req.name, &scopes, sandbox.as_ref(), quotas);
+    let parent = match &caller {
+        Caller::Token(maker) => {
+            crate::quota::room_for_child(&app, maker, crate::quota::bounds_of(&app, &row)?)?;
+            Some(maker.id.as_str())
+        }
+        Caller::Owner => None,
+    };
     app.db()?
-        .insert_token(&row)
+        .insert_token_by(&row, parent)
         .map_err(|e| ApiError::internal(chain(&e)))?;
     Ok((
         StatusCode::CREATED,
@@ -280,11 +325,19 @@ pub async fn create(
     responses((status = 204), (status = 404, body = Problem)), security(("token" = [])))]
 pub async fn revoke(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     Path(token): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    // A token revokes only the tokens it made and theirs (its maker, its
+    // siblings and the owner's tokens are not found); the owner any.
+    // Each takes its own descendants with it.
+    let by = match &caller {
+        Caller::Token(row) => Some(row.id.as_str()),
+        Caller::Owner => None,
+    };
     if app
         .db()?
-        .revoke_token(&token)
+        .revoke_token_within(&token, by)
         .map_err(|e| ApiError::internal(chain(&e)))?
     {
         Ok(StatusCode::NO_CONTENT)
