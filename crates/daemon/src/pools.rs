@@ -221,7 +221,9 @@ fn fits(
         owner,
     };
     let r = warden_runtime::resolve::resolve(input.clone(), &ctx, Some(sb)).ok()?;
-    if r.sinks.audit_log != stored.sinks.audit_log {
+    // A pooled sandbox is made as the owner's: its grants file is the
+    // owner's, and a token's claim (given its own) never fits it.
+    if r.sinks.audit_log != stored.sinks.audit_log || r.sinks.grants != stored.sinks.grants {
         return None;
     }
     warden_policy::fit::fit(&r.spec, &stored.spec)
