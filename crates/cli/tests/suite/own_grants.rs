@@ -277,3 +277,80 @@ fn the_owner_s_copy_of_a_token_s_sandbox_keeps_the_owner_s_caches_and_grants_fil
     }
     let _ = t("DELETE", "/v1/sandboxes/hers?force=true", None);
 }
+
+/// A warm pool's sandboxes are made as the owner's: over a profile that
+/// asks and names a workspace, a pooled sandbox's grants file is the
+/// owner's. A token's claim resolves to the token's own file: the claim
+/// never fits a pooled sandbox (made cold), so no token's sandbox writes
+/// its "always" answers into the owner's file.
+#[test]
+fn a_pooled_sandbox_writing_into_the_owner_s_grants_file_is_never_handed_to_a_token() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return skip("egress interception is not available here");
+    }
+    let state = TempDir::new("own-grants-pool");
+    let config = state.path().join("config");
+    let ws = state.path().join("projects/shared");
+    std::fs::create_dir_all(&ws).unwrap();
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asky.yaml"),
+        format!(
+            "egress:\n  ask: true\nfilesystem:\n  workspace: \"{}\"\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--pool", "asky=1"],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
+    let pooled = || -> Vec<String> {
+        sandboxes_on_disk(state.path())
+            .into_iter()
+            .filter(|n| n.starts_with("sb-"))
+            .collect()
+    };
+    wait_until(
+        "the pool is full",
+        std::time::Duration::from_secs(60),
+        || {
+            let p = pooled();
+            p.len() == 1
+                && p.iter().all(|id| {
+                    sandbox_dir(state.path(), id)
+                        .join("supervisor.json")
+                        .exists()
+                })
+        },
+    );
+    let in_pool = pooled();
+    // The grants file's directory of a kept spec.
+    let grants_dir = |id: &str| -> PathBuf {
+        let v: Value = json(
+            &std::fs::read_to_string(sandbox_dir(state.path(), id).join("sandbox.json")).unwrap(),
+        );
+        let file = PathBuf::from(v["sinks"]["grants"].as_str().unwrap_or_default());
+        file.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    assert_eq!(grants_dir(&in_pool[0]), state.path().join("warden/grants"));
+    let token = api_token(&d, "tok", WORKER_SCOPES, None);
+    let t = calls_as(&d, token.clone());
+    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"profile":"asky"}"#));
+    assert_eq!(s, 201, "{b}");
+    let id = json(&b)["id"].as_str().unwrap().to_string();
+    let own = state
+        .path()
+        .join("warden/token-grants")
+        .join(token_dir(&token))
+        .join("grants");
+    assert_eq!(grants_dir(&id), own, "{id}");
+    assert!(!in_pool.contains(&id), "the token was handed pooled {id}");
+    let _ = t("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
+}
