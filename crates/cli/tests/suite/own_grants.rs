@@ -2,8 +2,10 @@
 //! its package caches are its own principal's, through a start and
 //! through a copy: a token's sandbox whose kept spec names the owner's
 //! grants file, or allows a name it could only have from another's file,
-//! is neither started nor copied with it; the owner's copy of a token's
-//! sandbox is re-pointed at the owner's own caches and grants file.
+//! is neither started nor copied with it, and a warm pool's sandbox (the
+//! owner's file) is never handed to a token; the owner's copy of a
+//! token's sandbox is re-pointed at the owner's own caches and grants
+//! file.
 //! Through the real daemon over real HTTP (outside review 18, F3 and F4).
 
 use crate::common::daemon::*;
