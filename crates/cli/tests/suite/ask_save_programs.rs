@@ -260,7 +260,17 @@ fn a_program_whose_path_holds_a_bidi_override_is_asked_about_and_listed_with_it_
         !all.contains('\u{202e}'),
         "the override reached the terminal: {all}"
     );
-    // What is kept is the real path, whole.
+    // What is kept is the real path, whole, written with the override
+    // escaped (YAML's `\u202E`), so that the file read on a terminal
+    // shows what it holds; read back, it is the path itself.
     let kept = std::fs::read_to_string(&profile).unwrap();
-    assert!(kept.contains(program.to_str().unwrap()), "{kept}");
+    assert!(!kept.contains('\u{202e}'), "{kept}");
+    let read: serde_json::Value = serde_saphyr::from_str(&kept).unwrap();
+    let path = serde_json::Value::from(program.to_str().unwrap());
+    assert!(
+        read["process"]["allow_exec"]
+            .as_array()
+            .is_some_and(|a| a.contains(&path)),
+        "{kept}"
+    );
 }
