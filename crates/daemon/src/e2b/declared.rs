@@ -222,6 +222,27 @@ pub fn may_mount(caller: &Caller, v: &Declared) -> bool {
     }
 }
 
+/// Whether a sandbox of token `id` (named `name`) may still have host
+/// directory `host` mounted as a declared volume, writable if `writable`:
+/// a volume the owner declares now at that path, listing that token, and
+/// writable if the mount is (for a start or a copy that re-checks what
+/// was granted at create).
+pub fn still_declared(
+    volumes: &Volumes,
+    id: &str,
+    name: Option<&str>,
+    host: &std::path::Path,
+    writable: bool,
+) -> bool {
+    volumes.values().any(|v| {
+        v.path == host
+            && (v.writable || !writable)
+            && v.tokens
+                .iter()
+                .any(|n| n == EVERY_TOKEN || n == id || Some(n.as_str()) == name)
+    })
+}
+
 /// The declared volume `name`, when `caller` may mount it.
 pub fn find<'a>(volumes: &'a Volumes, caller: &Caller, name: &str) -> Option<&'a Declared> {
     volumes.get(name).filter(|v| may_mount(caller, v))

@@ -118,6 +118,21 @@ fn in_state(app: &App, path: &Path) -> bool {
     path.starts_with(&app.state_dir)
 }
 
+/// Whether host directory `host` is a volume the owner's configuration
+/// declares now for the token `owner` (`e2b: volumes:`), writable if
+/// `writable`: such a volume is the owner's grant as a profile's is.
+fn declared_now(app: &App, owner: Owner<'_>, host: &Path, writable: bool) -> bool {
+    let Owner::Token(id) = owner else {
+        return false;
+    };
+    let name = app
+        .db()
+        .ok()
+        .and_then(|db| db.token(id).ok().flatten())
+        .map(|t| t.name);
+    crate::e2b::declared::still_declared(&app.e2b_volumes, id, name.as_deref(), host, writable)
+}
+
 /// Whether a copy with spec `copy`, made for a token from a source made
 /// from the owner's `profile`, reaches nothing of the host the owner (its
 /// profile, the host's defaults, the workspace roots) does not grant a
@@ -164,7 +179,8 @@ pub(crate) fn still_granted(
             in_state(app, &v.host)
                 || now.filesystem.volumes.iter().any(|n| {
                     n.host == v.host && n.inside == v.inside && (n.writable || !v.writable)
-                });
+                })
+                || declared_now(app, owner, &v.host, v.writable);
         if !held {
             return Err(not_granted(
                 Field::Volumes,
