@@ -9,6 +9,14 @@ use crate::common::upstream::TestCa;
 use crate::common::*;
 use std::process::{Command, Stdio};
 
+/// What a script's calls printed, a line each (`STATUS LABEL`: the answer
+/// each request got, in order), the run having ended well.
+fn answered(out: &std::process::Output) -> Vec<String> {
+    let s = stdout(out);
+    assert!(out.status.success(), "{s}\n{}", stderr(out));
+    s.lines().map(str::to_string).collect()
+}
+
 /// `warden run` with `args` and the script, the server's name pinned to
 /// the host's loopback and its authority trusted upstream.
 fn run(ca: &TestCa, up: &Recorder, args: &[&str], script: &str) -> std::process::Output {
