@@ -386,6 +386,15 @@ pub fn sandboxes_on_disk(state: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The names of the pooled sandboxes (made ahead by `--pool`, named
+/// `sb-...` until claimed) on disk in state directory `state`.
+pub fn pooled_on_disk(state: &Path) -> Vec<String> {
+    sandboxes_on_disk(state)
+        .into_iter()
+        .filter(|n| n.starts_with("sb-"))
+        .collect()
+}
+
 /// A token that reads, makes and runs commands in sandboxes, with at
 /// most `max` sandboxes at once.
 pub fn quota_token(state: &Path, name: &str, max: &str) -> String {

@@ -313,12 +313,7 @@ fn a_pooled_sandbox_writing_into_the_owner_s_grants_file_is_never_handed_to_a_to
         &["--pool", "asky=1"],
         &[("XDG_CONFIG_HOME", &config)],
     );
-    let pooled = || -> Vec<String> {
-        sandboxes_on_disk(state.path())
-            .into_iter()
-            .filter(|n| n.starts_with("sb-"))
-            .collect()
-    };
+    let pooled = || pooled_on_disk(state.path());
     wait_until(
         "the pool is full",
         std::time::Duration::from_secs(60),

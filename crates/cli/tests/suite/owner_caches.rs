@@ -162,12 +162,7 @@ fn a_pooled_sandbox_with_the_owner_s_caches_is_never_handed_to_a_token() {
         &["--pool", "cachy=1"],
         &[("XDG_CONFIG_HOME", &config)],
     );
-    let pooled = || -> Vec<String> {
-        sandboxes_on_disk(state.path())
-            .into_iter()
-            .filter(|n| n.starts_with("sb-"))
-            .collect()
-    };
+    let pooled = || pooled_on_disk(state.path());
     let ready = || {
         pooled().len() == 1
             && pooled().iter().all(|id| {

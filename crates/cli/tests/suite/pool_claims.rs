@@ -7,7 +7,7 @@
 //! pooled sandbox made with the old one.
 
 use crate::common::daemon::{
-    call, call_on, curl_available, json, quota_token, sandboxes_on_disk, Daemon,
+    call, call_on, curl_available, json, pooled_on_disk, quota_token, sandboxes_on_disk, Daemon,
 };
 use crate::common::*;
 use std::time::Duration;
@@ -40,12 +40,7 @@ fn a_claim_refused_for_its_quota_leaves_no_name_of_the_claimant_in_any_pooled_sa
         &["--pool", "small=2"],
         &[("XDG_CONFIG_HOME", config.path())],
     );
-    let pooled = || -> Vec<String> {
-        sandboxes_on_disk(state.path())
-            .into_iter()
-            .filter(|n| n.starts_with("sb-"))
-            .collect()
-    };
+    let pooled = || pooled_on_disk(state.path());
     let token = |name: &str, max: &str| quota_token(state.path(), name, max);
     let claimant = token("claimant", "1");
     let next = token("next", "4");
