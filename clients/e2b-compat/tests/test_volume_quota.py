@@ -1,7 +1,10 @@
 """A volume's bytes count against its token's disk quota, as its
 sandboxes' disk budgets and its snapshots do: they outlive the sandboxes
 that wrote them. Run on a daemon of its own whose `quotas: {disk}` holds
-one sandbox's default disk budget and a little more."""
+one sandbox's disk budget and a little more. The sandboxes' budget is
+their template's (`resources.disk`), never the default, which follows
+the host's free space (half of it at most) and so moves with what this
+test and others write meanwhile."""
 
 from __future__ import annotations
 
@@ -11,40 +14,42 @@ import pytest
 from e2b import Sandbox, Volume
 from e2b.exceptions import RateLimitException
 
-from conftest import Daemon
-from test_bounds import _as, _key, _start
+from conftest import Daemon, serve
+from test_bounds import _as, _key
 
+BUDGET_MB = 96
 SPARE_MB = 32
+TEMPLATE = "sized"
 
 
 def test_a_volumes_bytes_count_against_its_tokens_disk_quota(
-    daemon: Daemon, tmp_path_factory: pytest.TempPathFactory, label: str
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    # The disk budget a sandbox gets by default on this host.
-    probe = Sandbox.create(metadata={"test": label}, timeout=60)
-    try:
-        budget_mb = probe.get_metrics()[-1].disk_total // (1 << 20)
-    finally:
-        probe.kill()
-    assert budget_mb > 0
     base = tmp_path_factory.mktemp("warden-e2b-volquota")
-    started: Iterator[Daemon] = _start(
-        base, f"  idle_seconds: 600\nquotas:\n  disk: {budget_mb + SPARE_MB}M\n"
+    started: Iterator[Daemon] = serve(
+        base,
+        f"sessions:\n  idle_seconds: 600\nquotas:\n  disk: {BUDGET_MB + SPARE_MB}M\n",
+        profiles={
+            f"{TEMPLATE}.yaml": f"resources:\n  memory: 512M\n  disk: {BUDGET_MB}M\n"
+        },
     )
     d = next(started)
     try:
         _as(d, _key(d))
         vol = Volume.create("filled")
-        first = Sandbox.create(timeout=120, volume_mounts={"/mnt/data": vol})
+        first = Sandbox.create(
+            template=TEMPLATE, timeout=120, volume_mounts={"/mnt/data": vol}
+        )
         try:
+            assert first.get_metrics()[-1].disk_total == BUDGET_MB << 20
             # Within the quota while the volume is empty.
             first.commands.run(f"head -c {2 * SPARE_MB}M /dev/zero > /mnt/data/big")
         finally:
             first.kill()
         # The sandbox is gone; what it wrote in the volume is not.
         with pytest.raises(RateLimitException, match="volumes"):
-            Sandbox.create(timeout=60)
+            Sandbox.create(template=TEMPLATE, timeout=60)
         assert Volume.destroy(vol.volume_id) is True
-        Sandbox.create(timeout=60).kill()
+        Sandbox.create(template=TEMPLATE, timeout=60).kill()
     finally:
         started.close()
