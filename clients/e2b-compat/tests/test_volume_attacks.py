@@ -19,7 +19,8 @@ from e2b import Sandbox, SandboxException, Volume
 from e2b.exceptions import RateLimitException, VolumeException
 
 from conftest import Daemon
-from test_bounds import _as, _key, _start
+from test_bounds import _as, _key
+from test_volume_quota import SIZED, sized_daemon
 
 
 def _data(d: Daemon, vol: Volume) -> Path:
@@ -80,15 +81,10 @@ def test_a_half_deleted_volume_is_swept_at_the_next_volume_call(daemon: Daemon) 
 
 
 def test_bytes_below_a_path_longer_than_path_max_still_count_against_the_disk_quota(
-    daemon: Daemon, tmp_path_factory: pytest.TempPathFactory, label: str
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    probe = Sandbox.create(metadata={"test": label}, timeout=60)
-    try:
-        budget_mb = probe.get_metrics()[-1].disk_total // (1 << 20)
-    finally:
-        probe.kill()
     base = tmp_path_factory.mktemp("warden-e2b-deepquota")
-    started = _start(base, f"  idle_seconds: 600\nquotas:\n  disk: {budget_mb + 32}M\n")
+    started = sized_daemon(base, 32)
     d = next(started)
     try:
         _as(d, _key(d))
@@ -101,9 +97,9 @@ def test_bytes_below_a_path_longer_than_path_max_still_count_against_the_disk_qu
         os.close(big)
         os.close(deep)
         with pytest.raises(RateLimitException, match="volumes"):
-            Sandbox.create(timeout=60)
+            Sandbox.create(template=SIZED, timeout=60)
         assert Volume.destroy(vol.volume_id) is True
-        Sandbox.create(timeout=60).kill()
+        Sandbox.create(template=SIZED, timeout=60).kill()
     finally:
         started.close()
 

@@ -15,7 +15,8 @@ from e2b import Sandbox, Volume
 from e2b.exceptions import RateLimitException
 
 from conftest import Daemon, point_sdk
-from test_bounds import _key, _start
+from test_bounds import _key
+from test_volume_quota import SIZED, sized_daemon
 from test_volumes_declared import DISK_MB, LISTED, _create, declared, host, keys  # noqa: F401
 
 BLOCK = 4096
@@ -69,16 +70,11 @@ def test_empty_files_with_long_names_never_grow_a_writable_volume_past_the_disk_
 
 
 def test_a_volume_of_empty_files_counts_against_its_tokens_disk_quota(
-    daemon: Daemon, tmp_path_factory: pytest.TempPathFactory, label: str
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    probe = Sandbox.create(metadata={"test": label}, timeout=60)
-    try:
-        budget_mb = probe.get_metrics()[-1].disk_total // (1 << 20)
-    finally:
-        probe.kill()
     spare_mb = 32
     base = tmp_path_factory.mktemp("warden-e2b-emptyquota")
-    started = _start(base, f"  idle_seconds: 600\nquotas:\n  disk: {budget_mb + spare_mb}M\n")
+    started = sized_daemon(base, spare_mb)
     d = next(started)
     try:
         point_sdk(d, _key(d))
@@ -88,8 +84,8 @@ def test_a_volume_of_empty_files_counts_against_its_tokens_disk_quota(
         for i in range(2 * spare_mb * (1 << 20) // BLOCK):
             (data / f"{'e' * 200}{i}").touch()
         with pytest.raises(RateLimitException, match="volumes"):
-            Sandbox.create(timeout=60)
+            Sandbox.create(template=SIZED, timeout=60)
         assert Volume.destroy(vol.volume_id) is True
-        Sandbox.create(timeout=60).kill()
+        Sandbox.create(template=SIZED, timeout=60).kill()
     finally:
         started.close()
