@@ -21,6 +21,8 @@ from typing import Iterator, List
 
 import pytest
 
+from conftest import Daemon, serve
+
 e2b_ci = pytest.importorskip("e2b_code_interpreter")
 
 PYPI = ("pypi.org", "files.pythonhosted.org")
@@ -36,22 +38,50 @@ def _addresses() -> List[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def interpreter_profile(daemon) -> Iterator[float]:
+def setup_profile() -> str:
+    """The owner's `code-interpreter-v1-setup` profile that reaches PyPI
+    at exactly its addresses here (the test is skipped, saying why, when
+    PyPI is not reachable)."""
     try:
         addrs = _addresses()
         socket.create_connection((PYPI[0], 443), timeout=10).close()
     except OSError as e:
         pytest.skip(f"PyPI is not reachable from this host ({e}): the code interpreter's packages cannot be fetched")
-    profiles = daemon.state.parent / "config" / "warden" / "profiles"
     cidrs = [f"{a}/32" if ":" not in a else f"{a}/128" for a in addrs]
-    (profiles / "code-interpreter-v1-setup.yaml").write_text(
+    return (
         "extends: [code-interpreter-v1]\n"
         "egress:\n"
         "  presets: [pypi]\n"
         f"  allow_cidrs: [{', '.join(cidrs)}]\n"
     )
+
+
+@pytest.fixture(scope="module")
+def interpreter_profile(daemon) -> Iterator[float]:
+    text = setup_profile()
+    profiles = daemon.state.parent / "config" / "warden" / "profiles"
+    (profiles / "code-interpreter-v1-setup.yaml").write_text(text)
     yield time.monotonic()
+
+
+#: The start period of the daemon that waits a start out (no server that
+#: should listen is started by that daemon, so it need not leave room for
+#: unpacking and a first kernel as the default 180 s does).
+QUICK_START_WITHIN = 10
+
+
+@pytest.fixture(scope="module")
+def quick_give_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon of its own whose owner gives the interpreter's server
+    `QUICK_START_WITHIN` seconds to listen (`e2b:
+    interpreter_start_within:`), so that a start that gives up is waited
+    out in that time rather than the default's."""
+    text = setup_profile()
+    yield from serve(
+        tmp_path_factory.mktemp("warden-e2b-ci-give-up"),
+        f"e2b:\n  interpreter_start_within: {QUICK_START_WITHIN}s\n",
+        profiles={"code-interpreter-v1-setup.yaml": text},
+    )
 
 
 def _png(b64: str) -> bytes:
@@ -205,12 +235,19 @@ def test_a_module_planted_in_the_workspace_does_not_stop_the_interpreter(interpr
         sbx.kill()
 
 
-def test_a_server_that_never_listens_is_ended_when_its_start_gives_up(interpreter_profile, daemon, wait_until) -> None:
+def test_a_server_that_never_listens_is_ended_when_its_start_gives_up(
+    quick_give_up: Daemon, monkeypatch: pytest.MonkeyPatch, wait_until
+) -> None:
     # The sandbox may always make its own server hang before it listens
     # (its /tmp is its own): here a jupyter_client that never returns,
     # with the mark that the packages are unpacked. The start gives up
-    # after its 180 s; the command it started must end then, giving back
-    # its place, instead of running uncounted until the sandbox stops.
+    # after its period (the owner's, here QUICK_START_WITHIN; 180 s by
+    # default); the command it started must end then, giving back its
+    # place, instead of running uncounted until the sandbox stops.
+    daemon = quick_give_up
+    for var in ("E2B_API_URL", "E2B_SANDBOX_URL"):
+        monkeypatch.setenv(var, daemon.url)
+    monkeypatch.setenv("E2B_API_KEY", daemon.token("sandboxes:read", "sandboxes:write", "exec", "files"))
     sbx = e2b_ci.Sandbox.create(timeout=900)
     try:
         site = "/tmp/.warden-code-interpreter"
@@ -220,7 +257,7 @@ def test_a_server_that_never_listens_is_ended_when_its_start_gives_up(interprete
         with pytest.raises(Exception) as refused:
             sbx.run_code("print('never')", timeout=400, request_timeout=400)
         print(f"start gave up after {time.monotonic() - started:.1f} s: {refused.value}")
-        assert "nothing listened" in str(refused.value), refused.value
+        assert f"nothing listened on port 49999 within {QUICK_START_WITHIN} s" in str(refused.value), refused.value
         servers = _server_commands(daemon, sbx.sandbox_id)
         assert len(servers) == 1, servers
         assert wait_until(

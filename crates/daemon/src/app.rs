@@ -55,6 +55,9 @@ pub struct Settings {
     /// The volumes the owner declared for the E2B door (`e2b: volumes:`),
     /// checked.
     pub e2b_volumes: crate::e2b::declared::Volumes,
+    /// How long the code interpreter's server may take to listen (`None`:
+    /// the door's default).
+    pub e2b_interpreter_start_within: Option<std::time::Duration>,
 }
 
 pub struct App {
@@ -96,6 +99,9 @@ pub struct App {
     /// The volumes the owner declared for the E2B door (see
     /// [`crate::e2b::declared`]).
     pub e2b_volumes: crate::e2b::declared::Volumes,
+    /// How long the code interpreter's server may take to listen (see
+    /// [`crate::e2b::interpreter`]).
+    pub e2b_interpreter_start_within: std::time::Duration,
 }
 
 impl App {
@@ -131,6 +137,9 @@ impl App {
             quotas: settings.quotas,
             retention: settings.retention,
             e2b_volumes: settings.e2b_volumes,
+            e2b_interpreter_start_within: settings
+                .e2b_interpreter_start_within
+                .unwrap_or(crate::e2b::interpreter::START_WITHIN),
         })
     }
 

@@ -101,6 +101,9 @@ pub struct Config {
     /// The volumes the owner declared for the E2B door (`e2b: volumes:`,
     /// checked by [`FileConfig::read`]).
     pub e2b_volumes: e2b::declared::Volumes,
+    /// How long the code interpreter's server may take to listen (`e2b:
+    /// interpreter_start_within:`; `None`: the door's default).
+    pub e2b_interpreter_start_within: Option<std::time::Duration>,
     /// How long a TCP client may keep the daemon waiting after a request
     /// head (see [`deadline`]).
     pub timeouts: deadline::Timeouts,
@@ -190,6 +193,7 @@ pub async fn bind(
             quotas: cfg.quotas,
             retention: cfg.retention,
             e2b_volumes: cfg.e2b_volumes.clone(),
+            e2b_interpreter_start_within: cfg.e2b_interpreter_start_within,
         },
     );
     // The pools' sandboxes first: one of a pool no longer configured is
@@ -426,8 +430,10 @@ pub struct FileConfig {
     #[serde(default)]
     pub pools: Vec<settings::PoolSpec>,
     /// Also serve the E2B-compatible API here: an address, or `{listen:
-    /// ADDR, volumes: {NAME: {path, writable, tokens}}}` with the volumes
-    /// the owner declares (see [`e2b::declared`]).
+    /// ADDR, volumes: {NAME: {path, writable, tokens}},
+    /// interpreter_start_within: PERIOD}` with the volumes the owner
+    /// declares (see [`e2b::declared`]) and how long the code
+    /// interpreter's server may take to listen.
     #[serde(default)]
     pub e2b: Option<e2b::declared::Section>,
     /// How many terminals, streams, watches and desktop views tokens may

@@ -262,6 +262,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         pools,
         e2b: args.e2b.or(e2b_file.listen),
         e2b_volumes: e2b_file.volumes,
+        e2b_interpreter_start_within: e2b_file.interpreter_start_within,
         sessions: file.sessions,
         quotas: file.quotas,
         retention: file.retention,

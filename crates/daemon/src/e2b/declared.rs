@@ -31,6 +31,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::auth::Caller;
 
@@ -62,12 +63,16 @@ pub(super) fn invalid_name(name: &str) -> Option<String> {
 pub const EVERY_TOKEN: &str = "*";
 
 /// `e2b:` of the daemon's configuration: an address (as before), or
-/// `{listen, volumes}`.
+/// `{listen, volumes, interpreter_start_within}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Section {
     /// Serve the E2B-compatible API here.
     pub listen: Option<SocketAddr>,
     pub volumes: Volumes,
+    /// How long the code interpreter's server may take to listen before
+    /// its start gives up (`None`: the door's default; see
+    /// [`super::interpreter`]).
+    pub interpreter_start_within: Option<Duration>,
 }
 
 /// The declared volumes, by name.
@@ -95,6 +100,19 @@ struct Full {
     listen: Option<SocketAddr>,
     #[serde(default)]
     volumes: Volumes,
+    #[serde(default, deserialize_with = "period")]
+    interpreter_start_within: Option<Duration>,
+}
+
+/// A period above zero, such as `90s` or `3m`.
+fn period<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text: String = Deserialize::deserialize(d)?;
+    match warden_policy::parse_duration(&text) {
+        Ok(p) if !p.is_zero() => Ok(Some(p)),
+        _ => Err(de::Error::custom(format!(
+            "e2b: interpreter_start_within: {text:?} is not a period above zero, such as 90s or 3m"
+        ))),
+    }
 }
 
 impl<'de> Deserialize<'de> for Section {
@@ -103,7 +121,7 @@ impl<'de> Deserialize<'de> for Section {
         impl<'de> Visitor<'de> for V {
             type Value = Section;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an address such as 127.0.0.1:49999, or {listen: ADDR, volumes: {NAME: {path, writable, tokens}}}")
+                f.write_str("an address such as 127.0.0.1:49999, or {listen: ADDR, volumes: {NAME: {path, writable, tokens}}, interpreter_start_within: PERIOD}")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Section, E> {
                 let listen = v.parse().map_err(|_| {
@@ -114,6 +132,7 @@ impl<'de> Deserialize<'de> for Section {
                 Ok(Section {
                     listen: Some(listen),
                     volumes: Volumes::new(),
+                    interpreter_start_within: None,
                 })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Section, A::Error> {
@@ -121,6 +140,7 @@ impl<'de> Deserialize<'de> for Section {
                 Ok(Section {
                     listen: full.listen,
                     volumes: full.volumes,
+                    interpreter_start_within: full.interpreter_start_within,
                 })
             }
         }
@@ -269,6 +289,17 @@ mod tests {
         assert!(read("volumes:\n  data: {path: /srv/d, mode: rw}\n").is_err());
         assert!(read("listen: 127.0.0.1:1\nother: 1\n").is_err());
         assert!(read("not an address").is_err());
+    }
+
+    #[test]
+    fn the_interpreters_start_period_is_a_period_above_zero_and_left_out_by_default() {
+        assert_eq!(read("127.0.0.1:1").unwrap().interpreter_start_within, None);
+        let s = read("listen: 127.0.0.1:1\ninterpreter_start_within: 90s\n").unwrap();
+        assert_eq!(s.interpreter_start_within, Some(Duration::from_secs(90)));
+        for bad in ["0s", "soon", "-5s"] {
+            let e = read(&format!("interpreter_start_within: {bad}\n")).unwrap_err();
+            assert!(e.contains("interpreter_start_within"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -68,8 +68,9 @@ const LOCK: &str = include_str!("interpreter/wheels.lock");
 /// The server's exit status when the packages it was given are not the
 /// pinned ones.
 const MISSING: i32 = 3;
-/// How long the server may take to listen (unpacking, the first kernel).
-const START_WITHIN: Duration = Duration::from_secs(180);
+/// How long the server may take to listen (unpacking, the first kernel)
+/// unless the owner says otherwise (`e2b: interpreter_start_within:`).
+pub const START_WITHIN: Duration = Duration::from_secs(180);
 /// How long fetching the packages may take.
 const SETUP_WITHIN: Duration = Duration::from_secs(900);
 
@@ -293,7 +294,8 @@ async fn start(
         .await
         .map_err(start_err)?;
     let mut guard = EndUnlessListening(Some(h.clone()));
-    let deadline = Instant::now() + START_WITHIN;
+    let within = app.e2b_interpreter_start_within;
+    let deadline = Instant::now() + within;
     loop {
         let ended = *h.ended.borrow();
         match ended {
@@ -322,7 +324,7 @@ async fn start(
         if Instant::now() > deadline {
             return Err(start_err(format!(
                 "nothing listened on port {PORT} within {} s",
-                START_WITHIN.as_secs()
+                within.as_secs()
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
