@@ -23,7 +23,11 @@
 use warden_policy::{format_size, Field};
 use warden_workspace::Sandbox;
 
-use super::{disk_used, held_of, over_quota, pids_of, sandboxes_of};
+use super::bounds::bounds_of;
+use super::check::sandboxes_of;
+use super::disk::disk_used;
+use super::measure::{held_of, pids_of};
+use super::over_quota;
 use crate::app::App;
 use crate::auth::Caller;
 use crate::db::TokenRow;
@@ -63,7 +67,7 @@ pub(crate) fn may_start(app: &App, caller: &Caller, sb: &Sandbox) -> Result<(), 
 /// `quota` naming the first it holds more of, and that `id` is not
 /// started.
 fn holds_no_more(app: &App, token: &TokenRow, id: &str) -> Result<(), ApiError> {
-    let bounds = super::bounds_of(app, token)?;
+    let bounds = bounds_of(app, token)?;
     let mine = sandboxes_of(app, token, None)?;
     let reserved = app.pending.of(&token.id);
     let refuse = |field: Option<Field>, what: String| {

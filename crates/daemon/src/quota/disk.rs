@@ -1,0 +1,69 @@
+//! What a token holds of its disk quota: its sandboxes' budgets, audit
+//! logs and saved VM memory, its snapshots, its volumes and its caches.
+
+use warden_workspace::Sandbox;
+
+use super::bounds::bounds_of;
+use super::measure::{audit_log_bytes, disk_of};
+use crate::app::App;
+use crate::db::TokenRow;
+use crate::error::{chain, ApiError};
+
+/// The disk a token's quota counts as used: its sandboxes' disk budgets,
+/// audit logs and saved VM memory, what its forks in flight reserved, its
+/// snapshots, its volumes and its package caches (its own, kept for its
+/// next sandboxes of each profile: measured as the host pays for them).
+pub(super) fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64) -> u64 {
+    let caches = warden_runtime::lifecycle::Owner::Token(token).caches_dir(&app.state_dir);
+    mine.iter()
+        .map(|s| disk_of(s).saturating_add(audit_log_bytes(s)))
+        .fold(reserved, u64::saturating_add)
+        .saturating_add(snapshot_bytes(app, token))
+        .saturating_add(crate::e2b::volume_bytes(app, token))
+        .saturating_add(cache_bytes(&caches))
+}
+
+/// The bytes a token's caches hold; none kept yet is none.
+fn cache_bytes(dir: &std::path::Path) -> u64 {
+    match dir.symlink_metadata() {
+        Ok(_) => warden_workspace::fsutil::tree_size(dir),
+        Err(_) => 0,
+    }
+}
+
+/// The bytes of disk a token's quota has room for now: what a snapshot,
+/// or the copy of one into a new sandbox, may take before it is made
+/// (checked again when the copy is done). 0 when it cannot be known.
+pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
+    let Ok(bounds) = bounds_of(app, token) else {
+        return 0;
+    };
+    let Ok(rows) = app.db().and_then(|db| {
+        db.sandboxes_of_token(&token.id)
+            .map_err(|e| ApiError::internal(chain(&e)))
+    }) else {
+        return 0;
+    };
+    let mine: Vec<Sandbox> = rows
+        .into_iter()
+        .filter_map(|r| app.store.get(&r.id).ok())
+        .collect();
+    let reserved = app.pending.of(&token.id);
+    bounds
+        .disk
+        .saturating_sub(disk_used(app, &token.id, &mine, reserved.disk))
+}
+
+/// The bytes the snapshots a token made hold on the host's disk: they
+/// outlive its sandboxes and count against its disk quota as they do.
+fn snapshot_bytes(app: &App, token: &str) -> u64 {
+    warden_workspace::saved::Saved::open(app.store.root())
+        .map(|saved| {
+            saved
+                .list(&warden_runtime::lifecycle::Owner::Token(token).label())
+                .iter()
+                .map(|i| i.bytes)
+                .fold(0, u64::saturating_add)
+        })
+        .unwrap_or(0)
+}
