@@ -21,10 +21,11 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
-/// What a caller refused as [`ApiError::busy`] is told to wait: a place
-/// comes back the moment any command of the sandbox ends, which no one
-/// can tell in advance, and asking again costs one connection refused at
-/// once.
+/// What a caller refused as [`ApiError::busy`], or past the daemon's
+/// bound of sessions for all tokens together, is told to wait: a place
+/// comes back the moment any command of the sandbox (any session) ends,
+/// which no one can tell in advance, and asking again costs one refusal
+/// answered at once.
 pub const BUSY_RETRY_AFTER: u64 = 1;
 
 impl ApiError {

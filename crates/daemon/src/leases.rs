@@ -237,16 +237,22 @@ impl Leases {
             ));
         }
         if held.total >= self.bounds.per_daemon {
-            return Err(too_many(
+            // Filled by every token's sessions, which end without this
+            // caller: a refusal that passes by itself, so it says when to
+            // ask again (the caller's own bounds pass only when it closes
+            // one of its own, and say so instead).
+            let mut e = too_many(
                 "per_daemon",
                 self.bounds.per_daemon,
                 format!(
-                    "the daemon holds {} long-lived sessions for its tokens, the most it holds at once ({} per daemon); close one before opening {}",
+                    "the daemon holds {} long-lived sessions for its tokens, the most it holds at once ({} per daemon); ask again once one ends (Retry-After), or close one of yours before opening {}",
                     held.total,
                     self.bounds.per_daemon,
                     kind.what()
                 ),
-            ));
+            );
+            e.retry_after = Some(crate::error::BUSY_RETRY_AFTER);
+            return Err(e);
         }
         let key = (holder.clone(), std::mem::discriminant(&kind));
         if let Some(bound) = kind.own_bound() {
@@ -370,6 +376,11 @@ mod tests {
             "{}",
             e.problem.message
         );
+        // The daemon's bound passes as others' sessions end: it says when
+        // to ask again; a token's own bound passes only as it closes one.
+        assert_eq!(e.retry_after, Some(crate::error::BUSY_RETRY_AFTER));
+        let own = leases.take(&token("a"), Kind::Terminal).unwrap_err();
+        assert_eq!(own.retry_after, None);
         // The owner is counted by neither.
         for _ in 0..10 {
             let owner = leases.take(&Credential::default(), Kind::Terminal).unwrap();

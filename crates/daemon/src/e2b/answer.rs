@@ -24,6 +24,24 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// A refusal that carries warden's stable reason code: E2B's error body
+/// with the code in E2B's own machine-readable `error_code` (the API's
+/// `Error` schema has it; the SDK reads it for the cases it knows and
+/// keeps the rest), and the message as given (the SDK's exception's text
+/// is `STATUS: message`, so a message meant to reach a person names the
+/// code itself: [`super::control::from_api`]).
+pub fn refusal(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(serde_json::json!({
+            "code": status.as_u16(),
+            "message": message.into(),
+            "error_code": code,
+        })),
+    )
+        .into_response()
+}
+
 /// The name every sandbox domain the door answers ends with.
 pub const DOMAIN: &str = "localhost";
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::answer::{access_token, error, template_of};
+use super::answer::{access_token, error, refusal, template_of};
 use super::record::{end_ms, ttl_for, Seen, ON_TIMEOUT, PAUSED};
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
@@ -36,12 +36,54 @@ use warden_policy::Field;
 /// The metadata key that keeps a killed sandbox, stopped, for review.
 const KEEP: &str = "warden.keep";
 
+/// The native problem's codes that only restate their status (a 404 is
+/// `not_found`, a 422 `refused`): the message does not repeat them.
+const STATUS_WORDS: &[&str] = &[
+    "bad_request",
+    "not_found",
+    "conflict",
+    "internal",
+    "refused",
+];
+
+/// A native refusal as E2B answers one. The status class is the native
+/// one, which the SDK turns into its exceptions (429 `quota` and
+/// `too_many_sessions`: `RateLimitException`; 507 `no_disk`, 409
+/// `workspace_moved`, 403: `SandboxException` with that status), but for
+/// a refusal of what the request holds (422: a spec, a copy refused for
+/// the tree's hard links, `too_many_links`, or its growth,
+/// `copy_past_size`), which E2B calls bad input, 400. The reason code
+/// (the problem's `reason`, else its own code) is kept in E2B's
+/// `error_code`, and the codes are named in the message, whose text is
+/// all the SDK keeps: without them a copy refused for the sandbox's hard
+/// links read as any other 400, a full supervisor as a quota. A
+/// `Retry-After` is kept.
 pub(super) fn from_api(e: ApiError) -> Response {
     let status = match e.status.as_u16() {
         422 => StatusCode::BAD_REQUEST,
         _ => e.status,
     };
-    error(status, e.problem.message)
+    let problem = *e.problem;
+    let mut named: Vec<&str> = Vec::new();
+    for c in [Some(problem.code.as_str()), problem.reason.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        if !STATUS_WORDS.contains(&c) && !problem.message.contains(c) && !named.contains(&c) {
+            named.push(c);
+        }
+    }
+    let message = match named.as_slice() {
+        [] => problem.message.clone(),
+        codes => format!("{} (reason: {})", problem.message, codes.join(", ")),
+    };
+    let code = problem.reason.as_deref().unwrap_or(&problem.code);
+    let mut r = refusal(status, code, message);
+    if let Some(secs) = e.retry_after {
+        r.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, secs.into());
+    }
+    r
 }
 
 /// A refusal of the native create in the words of the E2B body it came
@@ -578,6 +620,73 @@ mod tests {
             ..Default::default()
         };
         assert!(domains_of(&net).is_err());
+    }
+
+    /// The status and E2B body `from_api` answers for `e`.
+    async fn answered(e: ApiError) -> (StatusCode, serde_json::Value, Option<String>) {
+        let r = from_api(e);
+        let status = r.status();
+        let after = r
+            .headers()
+            .get(axum::http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap(), after)
+    }
+
+    #[tokio::test]
+    async fn a_native_refusal_keeps_its_status_class_and_names_its_reason_code() {
+        let quota = crate::error::ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota",
+            "token t may have 1 sandbox",
+        );
+        let links = crate::error::ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            "the tree holds more hard-linked files than a copy keeps as links",
+        )
+        .with_reason(Some("too_many_links"));
+        let disk = crate::error::ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "no_disk",
+            "the daemon's host has no room left",
+        );
+        let moved = crate::error::ApiError::new(
+            StatusCode::CONFLICT,
+            "workspace_moved",
+            "sandbox s is not started",
+        )
+        .with_reason(Some("workspace_moved"));
+        for (e, status, code) in [
+            (quota, 429, "quota"),
+            (links, 400, "too_many_links"),
+            (disk, 507, "no_disk"),
+            (moved, 409, "workspace_moved"),
+        ] {
+            let (got, body, _) = answered(e).await;
+            assert_eq!(got.as_u16(), status, "{body}");
+            assert_eq!(body["code"], status, "{body}");
+            assert_eq!(body["error_code"], code, "{body}");
+            let message = body["message"].as_str().unwrap();
+            assert!(message.contains(code), "{message}");
+        }
+        // A busy supervisor's refusal says when to ask again.
+        let (status, body, after) =
+            answered(ApiError::busy("sandbox s serves every connection it may")).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(body["error_code"], "busy", "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.ends_with("(reason: too_many_sessions, busy)"),
+            "{message}"
+        );
+        assert_eq!(after.as_deref(), Some("1"));
+        // A code that only restates the status is not repeated.
+        let (_, body, _) = answered(ApiError::not_found("no sandbox \"x\"")).await;
+        assert_eq!(body["message"], "no sandbox \"x\"");
+        assert_eq!(body["error_code"], "not_found");
     }
 
     #[test]
