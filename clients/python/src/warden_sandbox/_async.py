@@ -110,7 +110,7 @@ class _AsyncHttp:
                     body = await r.aread()
                 except httpx.TransportError as e:
                     raise _core.connection_error(self.ep, e) from e
-                raise error_from_response(r.status_code, body)
+                raise error_from_response(r.status_code, body, r.headers)
             yield r
         finally:
             await cm.__aexit__(None, None, None)

@@ -151,7 +151,7 @@ def connection_error(ep: Endpoint, e: Exception) -> WardenConnectionError:
 def check(response: httpx.Response) -> None:
     """Raise the API's error for an error answer (its body already read)."""
     if response.status_code >= 400:
-        raise error_from_response(response.status_code, response.content)
+        raise error_from_response(response.status_code, response.content, response.headers)
 
 
 def json_of(response: httpx.Response) -> Any:

@@ -6,7 +6,9 @@ succeed."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, Optional, Type
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type
 
 if TYPE_CHECKING:
     from ._models import CommandResult
@@ -19,7 +21,9 @@ __all__ = [
     "NotFoundError",
     "ConflictError",
     "InvalidRequestError",
+    "TooManyRequestsError",
     "QuotaExceededError",
+    "BusyError",
     "ServerError",
     "WardenConnectionError",
     "CommandExitError",
@@ -36,7 +40,9 @@ class WardenError(Exception):
     ``details`` the items a refusal is about, when there are several (the
     flagged changes of a refused commit, its conflicts); ``reason`` the
     stable reason code under ``code`` when the daemon gives one (a 409
-    ``conflict`` whose reason is ``changes_lost``).
+    ``conflict`` whose reason is ``changes_lost``); ``retry_after`` the
+    seconds the daemon said to wait before asking again (its
+    ``Retry-After``), for a refusal that passes by itself, else ``None``.
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class WardenError(Exception):
         field: Optional[str] = None,
         details: Any = None,
         reason: Optional[str] = None,
+        retry_after: Optional[float] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -56,6 +63,7 @@ class WardenError(Exception):
         self.field = field
         self.details = details
         self.reason = reason
+        self.retry_after = retry_after
 
     def __str__(self) -> str:
         where = f" (at {self.field})" if self.field else ""
@@ -96,8 +104,26 @@ class InvalidRequestError(WardenError):
     invalid spec: ``field`` says where)."""
 
 
-class QuotaExceededError(WardenError):
-    """429: the token's quota (sandboxes, memory) would be exceeded."""
+class TooManyRequestsError(WardenError):
+    """429: the daemon would not take this on now. Every 429 is one, so
+    code that catches this catches both kinds below (and a 429 of a code
+    this client does not know yet is this class itself)."""
+
+
+class QuotaExceededError(TooManyRequestsError):
+    """429 ``quota``: the token's quota (sandboxes, memory, disk,
+    snapshots) would be exceeded. It stays so until something of the
+    token's is removed: waiting alone does not help (``retry_after`` is
+    ``None``)."""
+
+
+class BusyError(TooManyRequestsError):
+    """429 ``too_many_sessions``: a bound on long-lived answers is full
+    (``details["bound"]``). ``per_daemon`` (other tokens' sessions) and a
+    sandbox's supervisor serving all it may (``reason`` ``busy``,
+    ``per_sandbox``) pass by themselves: ``retry_after`` says when to ask
+    again. The caller's own bounds (``per_token``, ``per_kind``) pass when
+    it closes one of its own sessions (``retry_after`` is ``None``)."""
 
 
 class ServerError(WardenError):
@@ -115,13 +141,54 @@ _BY_STATUS: Dict[int, Type[WardenError]] = {
     404: NotFoundError,
     409: ConflictError,
     422: InvalidRequestError,
-    429: QuotaExceededError,
+    429: TooManyRequestsError,
 }
 
+#: A 429's class by its problem's code.
+_BY_CODE_429: Dict[str, Type[WardenError]] = {
+    "quota": QuotaExceededError,
+    "too_many_sessions": BusyError,
+}
 
-def error_from_response(status: int, body: bytes) -> WardenError:
+#: The longest wait a ``Retry-After`` is taken for (a day): a larger or
+#: unreadable value is not passed on as a wait.
+_MOST_RETRY_AFTER = 86400.0
+
+
+def retry_after_of(headers: Optional[Mapping[str, str]]) -> Optional[float]:
+    """The seconds a ``Retry-After`` header says to wait: delta-seconds or
+    an HTTP date (seconds from now, at least 0); ``None`` when there is
+    none or it cannot be read."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    seconds: Optional[float]
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    if seconds > _MOST_RETRY_AFTER:
+        return None
+    return seconds
+
+
+def error_from_response(
+    status: int, body: bytes, headers: Optional[Mapping[str, str]] = None
+) -> WardenError:
     """The exception for an error answer: its problem object when the body
-    is one, else the status and whatever text came."""
+    is one, else the status and whatever text came; ``headers``, when
+    given, for its ``Retry-After``."""
     problem: Any = None
     try:
         problem = json.loads(body.decode("utf-8")) if body else None
@@ -142,10 +209,18 @@ def error_from_response(status: int, body: bytes) -> WardenError:
         field = None
         details = None
         reason = None
-    cls = _BY_STATUS.get(status)
+    cls = _BY_CODE_429.get(code, TooManyRequestsError) if status == 429 else _BY_STATUS.get(status)
     if cls is None:
         cls = ServerError if status >= 500 else WardenError
-    return cls(message, status=status, code=code, field=field, details=details, reason=reason)
+    return cls(
+        message,
+        status=status,
+        code=code,
+        field=field,
+        details=details,
+        reason=reason,
+        retry_after=retry_after_of(headers),
+    )
 
 
 class CommandExitError(Exception):

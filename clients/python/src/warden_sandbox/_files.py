@@ -79,7 +79,7 @@ def _content(data: str | bytes) -> bytes:
 
 def _checked(http: Any, r: httpx.Response) -> httpx.Response:
     if r.status_code >= 400:
-        raise error_from_response(r.status_code, r.content)
+        raise error_from_response(r.status_code, r.content, r.headers)
     return r
 
 
@@ -243,7 +243,7 @@ class Files:
         if r.status_code >= 400:
             body = r.read()
             cm.__exit__(None, None, None)
-            raise error_from_response(r.status_code, body)
+            raise error_from_response(r.status_code, body, r.headers)
         w = FileWatch(cm, r)
         if on_event is not None:
             w._feed(on_event)
@@ -379,7 +379,7 @@ class AsyncFiles:
         if r.status_code >= 400:
             body = await r.aread()
             await cm.__aexit__(None, None, None)
-            raise error_from_response(r.status_code, body)
+            raise error_from_response(r.status_code, body, r.headers)
         w = AsyncFileWatch(cm, r)
         await w._ready()
         if on_event is not None:

@@ -38,6 +38,8 @@ _STATUS = {
     "not_found": 422,
     "not_executable": 422,
     "conflict": 409,
+    "quota": 429,
+    "too_many_sessions": 429,
     "internal": 500,
 }
 
@@ -74,7 +76,7 @@ def _problem(m: Mapping[str, Any]) -> WardenError:
 
 
 def _refused(e: InvalidStatus) -> WardenError:
-    return error_from_response(e.response.status_code, e.response.body or b"")
+    return error_from_response(e.response.status_code, e.response.body or b"", e.response.headers)
 
 
 class _State:

@@ -93,7 +93,7 @@ class _Http:
                     body = r.read()
                 except httpx.TransportError as e:
                     raise _core.connection_error(self.ep, e) from e
-                raise error_from_response(r.status_code, body)
+                raise error_from_response(r.status_code, body, r.headers)
             yield r
         finally:
             cm.__exit__(None, None, None)
