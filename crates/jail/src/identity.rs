@@ -12,7 +12,7 @@
 //! child that holds a user namespace while its maps are written.
 
 use crate::NOBODY;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// The first uid and gid of ordinary accounts where `/etc/login.defs` says
@@ -172,6 +172,24 @@ pub fn helper_view(dir: &std::path::Path, map: Option<&SwapMap>) -> std::io::Res
     view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, map, HELPER_VIEW_ATTRS)
 }
 
+/// A view of the directory `dir` already opened (the workspace, opened
+/// once and checked to be the sandbox's own directory,
+/// [`crate::open_workspace`]) for a VM's helpers, as [`helper_view`]
+/// makes one: the view is of that very directory, whatever its path
+/// holds by now.
+pub fn helper_view_of(dir: BorrowedFd<'_>, map: Option<&SwapMap>) -> std::io::Result<OwnedFd> {
+    view_of_fd(dir, map, HELPER_VIEW_ATTRS)
+}
+
+/// [`idmapped_view`] of the directory `dir` already opened: a view of
+/// that very directory, whatever its path holds by now; `None`: a plain
+/// view of it (`nodev`, `nosuid`), for runsc's gofer to be shown the
+/// directory opened rather than whatever its path holds when runsc
+/// looks.
+pub fn view_of_dir(dir: BorrowedFd<'_>, map: Option<&SwapMap>) -> std::io::Result<OwnedFd> {
+    view_of_fd(dir, map, VIEW_ATTRS)
+}
+
 fn view_of(
     path: &std::path::Path,
     kind: nix::fcntl::OFlag,
@@ -189,7 +207,15 @@ fn view_of(
         // O_PATH | O_NOFOLLOW opens the link itself: never a view of one.
         return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
     }
-    let tree = crate::sys::open_tree_clone_fd(source.as_fd())?;
+    view_of_fd(source.as_fd(), map, attrs)
+}
+
+fn view_of_fd(
+    source: BorrowedFd<'_>,
+    map: Option<&SwapMap>,
+    attrs: u64,
+) -> std::io::Result<OwnedFd> {
+    let tree = crate::sys::open_tree_clone_fd(source)?;
     match map {
         Some(map) => {
             let userns = map.user_namespace()?;

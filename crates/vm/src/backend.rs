@@ -97,6 +97,10 @@ pub enum VmError {
     GuestDied(String),
     #[error(transparent)]
     Resume(#[from] crate::pause::Unresumed),
+    /// The workspace is not the directory the sandbox was created over
+    /// (`workspace_moved`), or goes through a link.
+    #[error(transparent)]
+    Workspace(warden_jail::JailError),
 }
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -120,9 +124,14 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     // over an empty workspace (a named sandbox's own) is exactly its upper
     // layer, which is shared then; over a project's files it would need an
     // overlay the guest cannot build on 9p.
-    let workspace = match (&fs.overlay, &fs.workspace) {
-        (None, ws) => ws.clone(),
-        (Some(o), Some(lower)) if is_empty_dir(lower) => Some(o.upper.clone()),
+    // The workspace shared is checked to be the directory the sandbox was
+    // created over where the VMM is handed it (`Machine::launch`); an
+    // overlay's lower is checked here, on the descriptor it is read by.
+    let (workspace, workspace_id) = match (&fs.overlay, &fs.workspace) {
+        (None, ws) => (ws.clone(), fs.workspace_identity.filter(|_| ws.is_some())),
+        (Some(o), Some(lower)) if lower_is_empty(lower, fs.workspace_identity)? => {
+            (Some(o.upper.clone()), None)
+        }
         (Some(_), _) => {
             return Err(VmError::Unsupported(
                 "a reviewable (overlay) workspace over existing files",
@@ -204,6 +213,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         memory_mib,
         cpus,
         workspace,
+        workspace_id,
         params,
         shares: Vec::new(),
         rootfs: None,
@@ -361,8 +371,12 @@ fn write_trust(
     Ok(dir.to_path_buf())
 }
 
-fn is_empty_dir(p: &std::path::Path) -> bool {
-    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+/// Is the overlay's lower `p` (opened once, through no link, and checked
+/// to be the directory the sandbox was created over) empty?
+fn lower_is_empty(p: &std::path::Path, expected: Option<(u64, u64)>) -> Result<bool, VmError> {
+    let (_, fd, _) = warden_jail::open_workspace(p, expected).map_err(VmError::Workspace)?;
+    let listed = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    Ok(listed.is_ok_and(|mut d| d.next().is_none()))
 }
 
 /// Host memory the VMM itself needs beside the guest's RAM (QEMU, its

@@ -32,6 +32,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where distributions install a virtiofsd, the Rust ones first.
@@ -193,8 +194,9 @@ pub struct Served {
 }
 
 /// What virtiofsd may open: its binary and the system's libraries to
-/// read, the share to write.
-fn access(fsd: &Path, share: &Path) -> warden_jail::vmm::VmmAccess {
+/// read, the share to write (the directory opened, by its descriptor:
+/// never whatever its path holds by now).
+fn access(fsd: &Path, share: &Arc<OwnedFd>) -> warden_jail::vmm::VmmAccess {
     // /proc/sys/fs/file-max: the C virtiofsd reads it whatever its
     // --rlimit-nofile says.
     let mut readable: Vec<PathBuf> = [
@@ -211,20 +213,21 @@ fn access(fsd: &Path, share: &Path) -> warden_jail::vmm::VmmAccess {
     readable.push(fsd.to_path_buf());
     warden_jail::vmm::VmmAccess {
         readable,
-        writable: vec![share.to_path_buf()],
+        writable_dirs: vec![share.clone()],
         // Only the Landlock ruleset is taken from this: virtiofsd builds
         // no root of warden's (its own chroot is the share).
         ..Default::default()
     }
 }
 
-/// Start `fsd` serving `share` (read-write) as `ids`, in `cgroup`, its
-/// socket made (and unlinked again) in `run_dir`, its log there; with
-/// `view` (an idmapped view of `share`), it serves that view instead,
-/// handed as a descriptor.
+/// Start `fsd` serving `share` (read-write; `dir`, the directory opened
+/// at that path and checked, handed as a descriptor) as `ids`, in
+/// `cgroup`, its socket made (and unlinked again) in `run_dir`, its log
+/// there; with `view` (an idmapped view of `dir`), it serves that view
+/// instead.
 pub fn serve(
     fsd: &Virtiofsd,
-    share: &Path,
+    (share, dir): (&Path, &Arc<OwnedFd>),
     view: Option<OwnedFd>,
     run_dir: &Path,
     ids: (u32, u32),
@@ -263,8 +266,13 @@ pub fn serve(
     let mut command = Command::new(&fsd.path);
     command.env_clear();
     let fd = warden_jail::vmnet::inherit(&mut command, &listener);
+    // The directory opened, never its path: a directory swapped in at the
+    // path since it was checked is not what virtiofsd serves.
     let served_as = match &view {
-        None => share.to_path_buf(),
+        None => PathBuf::from(format!(
+            "/proc/self/fd/{}/",
+            warden_jail::vmnet::inherit(&mut command, dir)
+        )),
         Some(_) if fsd.flavour == Flavour::Rust => {
             return Err(FsError::NoView {
                 path: fsd.path.clone(),
@@ -275,7 +283,7 @@ pub fn serve(
             warden_jail::vmnet::inherit(&mut command, v)
         )),
     };
-    let mut jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, share), ids)?;
+    let mut jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, dir), ids)?;
     // It changes the share's modes, ACLs and links for the guest: judged
     // on the host, whatever the guest's kernel says.
     jail.judge_modes()?;
@@ -358,12 +366,12 @@ impl Drop for KillOnDrop {
 pub(crate) fn start(
     fsd: &Virtiofsd,
     forced: bool,
-    (ws, view): (&Path, Option<OwnedFd>),
+    (ws, dir, view): (&Path, &Arc<OwnedFd>, Option<OwnedFd>),
     run_dir: &Path,
     ids: (u32, u32),
     cgroup: Option<&warden_jail::cgroup::Cgroup>,
 ) -> Result<(Option<Served>, Option<String>), FsError> {
-    match serve(fsd, ws, view, run_dir, ids, cgroup) {
+    match serve(fsd, (ws, dir), view, run_dir, ids, cgroup) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if forced => Err(e),
         Err(e) => Ok((
@@ -406,9 +414,10 @@ mod tests {
             flavour: Flavour::Rust,
         };
         let view = OwnedFd::from(std::fs::File::open(dir.path()).unwrap());
+        let opened = Arc::new(OwnedFd::from(std::fs::File::open(dir.path()).unwrap()));
         let got = serve(
             &fsd,
-            dir.path(),
+            (dir.path(), &opened),
             Some(view),
             dir.path(),
             (65534, 65534),

@@ -81,6 +81,7 @@ pub fn report(probe: bool) -> VmReport {
                     memory_mib: 256,
                     cpus: 1,
                     workspace: None,
+                    workspace_id: None,
                     trust: None,
                     params: Vec::new(),
                     shares: Vec::new(),

@@ -455,6 +455,7 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     let access = warden_jail::vmm::VmmAccess {
         readable,
         writable: vec![tmp.to_path_buf()],
+        writable_dirs: Vec::new(),
         devices: Vec::new(),
         placed: Vec::new(),
         root: jail_root.0.clone(),

@@ -336,6 +336,7 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
     };
     t.params = Vec::new();
     t.workspace = cfg.workspace.as_ref().map(|_| empty.clone());
+    t.workspace_id = None;
     t.trust = cfg.trust.as_ref().map(|_| empty.clone());
     for s in &mut t.shares {
         s.path = empty.clone();
@@ -445,6 +446,7 @@ mod tests {
             memory_mib: 512,
             cpus: 1,
             workspace: None,
+            workspace_id: None,
             trust: None,
             params: vec![("hostname".into(), "a".into())],
             shares: Vec::new(),

@@ -33,6 +33,10 @@ pub struct Layout<'a> {
     /// The workspace as the sandbox writes it (a named sandbox's upper
     /// layer when its lower is empty).
     pub workspace: Option<&'a Path>,
+    /// The workspace's path as named (what `workspace` shows: the
+    /// directory opened there), where warden's hidden directories are
+    /// looked for; runsc is shown `workspace`, never this path.
+    pub workspace_named: Option<&'a Path>,
     /// The sandbox's IDs inside gVisor.
     pub uid: u32,
     pub gid: u32,
@@ -173,8 +177,8 @@ fn hide(l: &Layout<'_>, points: &mut Vec<PathBuf>, mounts: &mut Vec<Value>) {
         .iter()
         .map(|b| (b.path.clone(), b.path.clone()))
         .collect();
-    if let Some(ws) = l.workspace {
-        shown.push((ws.to_path_buf(), PathBuf::from(WORKSPACE_MOUNT)));
+    if let (Some(_), Some(named)) = (l.workspace, l.workspace_named) {
+        shown.push((named.to_path_buf(), PathBuf::from(WORKSPACE_MOUNT)));
     }
     for hidden in &fs.hidden {
         for (src, dst) in &shown {

@@ -87,6 +87,11 @@ pub enum GvisorError {
     Overlay(String),
     #[error("cannot prepare the workspace for runsc")]
     Mount(#[from] mount::MountError),
+    /// The workspace is not the directory the sandbox was created over
+    /// (the process backend's refusal and reason code, `workspace_moved`),
+    /// or goes through a link, or is missing.
+    #[error(transparent)]
+    Workspace(crate::JailError),
     #[error("cannot give the sandbox's kept home to its user (nobody)")]
     Home(#[source] std::io::Error),
     #[error("cannot create the spawn channel")]
@@ -187,6 +192,7 @@ pub fn run(
     let layout = bundle::Layout {
         spec,
         workspace: shown.as_deref(),
+        workspace_named: workspace.named(),
         uid,
         gid,
         netns: netns
@@ -221,6 +227,8 @@ pub fn run(
                     &Path::new(&format!("/proc/{}/root", first.id()))
                         .join(m.strip_prefix("/").unwrap_or(m)),
                 ),
+                // The directory opened and checked, never its path again.
+                (Some(_), Workspace::Direct(w)) => w.dir.try_clone().ok(),
                 (Some(w), _) => open_path(w),
                 (None, _) => None,
             }
@@ -247,7 +255,14 @@ pub fn run(
 }
 
 /// The sandbox's IDs ([`ids`]), the workspace as runsc is shown it, and
-/// what runsc's child mounts there (an overlay, an idmapped view).
+/// what runsc's child mounts there (an overlay, a view).
+///
+/// runsc is never shown the workspace's path: it would open it itself,
+/// later, and a directory swapped in at that path since it was checked
+/// would be the sandbox's. As root, a view of the directory opened (and
+/// checked) is attached at a point of warden's own state in runsc's own
+/// mount namespace; rootless, runsc is shown this process's descriptor of
+/// it (`/proc/PID/fd/N`, as the network namespace is).
 #[allow(clippy::type_complexity)]
 fn workspace_ids_and_mount(
     workspace: &Workspace,
@@ -257,22 +272,33 @@ fn workspace_ids_and_mount(
     let merged = state.join("workspace");
     let owner = match workspace {
         Workspace::None => None,
-        Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.as_path()),
+        Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.owner),
     };
     let (uid, gid, swap) = ids(owner, root);
     let (shown, mount) = match workspace {
         Workspace::None => (None, None),
-        Workspace::Direct(w) => match &swap {
-            None => (Some(w.clone()), None),
-            Some(swap) => {
-                mkdir(&merged)?;
-                let m = mount::WorkspaceMount::idmapped(&merged, w, swap)?;
-                (Some(merged.clone()), Some(m))
-            }
-        },
+        Workspace::Direct(w) if !root => (
+            Some(PathBuf::from(format!(
+                "/proc/{}/fd/{}",
+                std::process::id(),
+                w.dir.as_raw_fd()
+            ))),
+            None,
+        ),
+        Workspace::Direct(w) => {
+            mkdir(&merged)?;
+            let m = mount::WorkspaceMount::attached(&merged, (&w.path, &w.dir), swap.as_ref())?;
+            (Some(merged.clone()), Some(m))
+        }
         Workspace::Overlay { lower, dirs } => {
             mkdir(&merged)?;
-            let m = mount::WorkspaceMount::overlay(&merged, lower, dirs, swap.as_ref(), state)?;
+            let m = mount::WorkspaceMount::overlay(
+                &merged,
+                (&lower.path, &lower.dir),
+                dirs,
+                swap.as_ref(),
+                state,
+            )?;
             (Some(merged.clone()), Some(m))
         }
     };
@@ -283,14 +309,40 @@ fn workspace_ids_and_mount(
 enum Workspace {
     None,
     /// A directory bound as it is.
-    Direct(PathBuf),
+    Direct(Opened),
     /// A reviewable workspace: an overlay of the project (lower) and the
     /// sandbox's layer, mounted by the runsc it serves, in a mount
     /// namespace of runsc's own (root only), at the bundle's `workspace`.
     Overlay {
-        lower: PathBuf,
+        lower: Opened,
         dirs: warden_policy::OverlayDirs,
     },
+}
+
+impl Workspace {
+    /// The workspace's path as named, where warden's hidden directories
+    /// are looked for.
+    fn named(&self) -> Option<&Path> {
+        match self {
+            Workspace::None => None,
+            Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(&w.path),
+        }
+    }
+}
+
+/// A workspace directory opened once, through no link, and checked to
+/// be the one the sandbox was created over ([`crate::open_workspace`]):
+/// what runsc is shown is this descriptor's directory, never its path's.
+struct Opened {
+    path: PathBuf,
+    dir: OwnedFd,
+    owner: (u32, u32),
+}
+
+fn opened(path: &Path, expected: Option<(u64, u64)>) -> Result<Opened, GvisorError> {
+    let (path, dir, owner) =
+        crate::open_workspace(path, expected).map_err(GvisorError::Workspace)?;
+    Ok(Opened { path, dir, owner })
 }
 
 /// What the spec asks that this backend cannot give, refused before
@@ -316,14 +368,19 @@ fn check(spec: &SandboxSpec, root: bool) -> Result<Workspace, GvisorError> {
     // As for a VM: an overlay over an empty workspace (a named sandbox's
     // own) is exactly its upper layer; over a project's files it would
     // need an overlay runsc's file server does not build.
+    // The workspace (an overlay's lower) is opened here, once, and
+    // checked to be the directory the sandbox was created over.
+    let expected = fs.workspace_identity;
     match (&fs.overlay, &fs.workspace) {
         (None, None) => Ok(Workspace::None),
-        (None, Some(ws)) => Ok(Workspace::Direct(ws.clone())),
+        (None, Some(ws)) => Ok(Workspace::Direct(opened(ws, expected)?)),
         (Some(o), Some(lower)) if root => Ok(Workspace::Overlay {
-            lower: lower.clone(),
+            lower: opened(lower, expected)?,
             dirs: o.clone(),
         }),
-        (Some(o), Some(lower)) if is_empty_dir(lower) => Ok(Workspace::Direct(o.upper.clone())),
+        (Some(o), Some(lower)) if is_empty_dir(&opened(lower, expected)?.dir) => {
+            Ok(Workspace::Direct(opened(&o.upper, None)?))
+        }
         (Some(_), _) => Err(GvisorError::Rootless(
             "a reviewable (overlay) workspace over existing files",
         )),
@@ -337,8 +394,10 @@ fn mkdir(p: &Path) -> Result<(), GvisorError> {
     })
 }
 
-fn is_empty_dir(p: &Path) -> bool {
-    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+/// Is the directory opened as `dir` empty?
+fn is_empty_dir(dir: &OwnedFd) -> bool {
+    std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .is_ok_and(|mut d| d.next().is_none())
 }
 
 /// The sandbox's IDs inside gVisor, and the swap that shows the
@@ -349,14 +408,11 @@ fn is_empty_dir(p: &Path) -> bool {
 /// it was shown), with the workspace mapped to nobody for its writes.
 /// Rootless, runsc maps the caller to gVisor's root, whose files are the
 /// caller's.
-fn ids(workspace: Option<&Path>, root: bool) -> (u32, u32, Option<crate::identity::SwapMap>) {
-    use std::os::unix::fs::MetadataExt;
+/// `owner`: the workspace's owner, read on the directory opened.
+fn ids(owner: Option<(u32, u32)>, root: bool) -> (u32, u32, Option<crate::identity::SwapMap>) {
     if !root {
         return (0, 0, None);
     }
-    let owner = workspace
-        .and_then(|w| std::fs::metadata(w).ok())
-        .map(|m| (m.uid(), m.gid()));
     let (uid, gid) = crate::identity::sandbox_ids(owner);
     let swap = owner.and_then(|o| crate::identity::SwapMap::new(o, (uid, gid)));
     (uid, gid, swap)

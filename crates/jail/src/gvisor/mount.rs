@@ -4,12 +4,17 @@
 //! killed.
 //!
 //! Two things may be mounted at the bundle's `workspace` point: the overlay
-//! of a reviewable workspace, and an idmapped view of the workspace that
-//! swaps its owner with the sandbox's IDs ([`crate::identity::SwapMap`]),
-//! where the owner is root or a system account, whose IDs the sandbox
-//! never takes: the sandbox (nobody) writes the workspace as its own and
-//! what it makes lands on disk as the owner's, while every other host file
-//! keeps its owner, so root-only files stay root's.
+//! of a reviewable workspace, and a view of the workspace, idmapped where
+//! its owner is root or a system account, whose IDs the sandbox never
+//! takes ([`crate::identity::SwapMap`]): the sandbox (nobody) writes the
+//! workspace as its own and what it makes lands on disk as the owner's,
+//! while every other host file keeps its owner, so root-only files stay
+//! root's.
+//!
+//! Each view is made from the workspace's directory as warden opened and
+//! checked it ([`crate::open_workspace`]), never from its path: runsc
+//! would otherwise open whatever the path holds when it looks, and a
+//! directory swapped in there since would be the sandbox's.
 
 use crate::identity::SwapMap;
 use std::ffi::CString;
@@ -44,6 +49,12 @@ pub enum MountError {
     },
     #[error("cannot write the overlay's options: {0}")]
     Options(String),
+    #[error("cannot show runsc the workspace {path} as the directory warden opened (a detached copy of its mount)")]
+    View {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot show the workspace {path} with its owner mapped to the sandbox's user (nobody): its file system needs idmapped mounts")]
     Idmap {
         path: PathBuf,
@@ -53,20 +64,31 @@ pub enum MountError {
 }
 
 impl WorkspaceMount {
-    /// The overlay of `lower` and the sandbox's layer (`dirs`) at
-    /// `target`. With `swap`, overlayfs cannot be idmapped itself, so its
-    /// layers are: idmapped views of `lower` and of the layer's directory
-    /// (upper and work side by side), attached at points made in `state`.
+    /// The overlay of `lower` (its path, and the directory opened there)
+    /// and the sandbox's layer (`dirs`) at `target`. The lower is a view
+    /// of the directory opened, attached at a point made in `state`. With
+    /// `swap`, overlayfs cannot be idmapped itself, so its layers are:
+    /// idmapped views of `lower` and of the layer's directory (upper and
+    /// work side by side), attached at points made in `state`.
     pub fn overlay(
         target: &Path,
-        lower: &Path,
+        (lower, lower_dir): (&Path, &OwnedFd),
         dirs: &warden_policy::OverlayDirs,
         swap: Option<&SwapMap>,
         state: &Path,
     ) -> Result<WorkspaceMount, MountError> {
         let mut views = Vec::new();
+        let lower_at = state.join("lower-view");
+        std::fs::create_dir_all(&lower_at).map_err(|source| MountError::Point {
+            path: lower_at.clone(),
+            source,
+        })?;
+        views.push((
+            view(lower, lower_dir, swap)?,
+            c(lower_at.as_os_str().as_bytes())?,
+        ));
         let mut options = warden_workspace::MountOptions {
-            lowerdir: lower.to_path_buf(),
+            lowerdir: lower_at,
             upperdir: dirs.upper.clone(),
             workdir: dirs.work.clone(),
             userxattr: true,
@@ -79,16 +101,20 @@ impl WorkspaceMount {
             if dirs.work.parent() != Some(layer) {
                 return Err(MountError::Layout);
             }
-            let (lower_at, layer_at) = (state.join("lower-view"), state.join("layer-view"));
-            for (from, at) in [(lower, &lower_at), (layer, &layer_at)] {
-                std::fs::create_dir_all(at).map_err(|source| MountError::Point {
-                    path: at.clone(),
+            // The layer is warden's own state, of no path anyone else
+            // may change.
+            let layer_at = state.join("layer-view");
+            std::fs::create_dir_all(&layer_at).map_err(|source| MountError::Point {
+                path: layer_at.clone(),
+                source,
+            })?;
+            let tree = crate::identity::idmapped_view(layer, swap).map_err(|source| {
+                MountError::Idmap {
+                    path: layer.to_path_buf(),
                     source,
-                })?;
-                let tree = view(from, swap)?;
-                views.push((tree, c(at.as_os_str().as_bytes())?));
-            }
-            options.lowerdir = lower_at;
+                }
+            })?;
+            views.push((tree, c(layer_at.as_os_str().as_bytes())?));
             options.upperdir = layer_at.join(upper);
             options.workdir = layer_at.join(work);
         }
@@ -102,15 +128,16 @@ impl WorkspaceMount {
         })
     }
 
-    /// The directory `workspace` at `target`, shown through `swap`.
-    pub fn idmapped(
+    /// The workspace (its path, and the directory opened there) at
+    /// `target`, shown through `swap` when there is one.
+    pub fn attached(
         target: &Path,
-        workspace: &Path,
-        swap: &SwapMap,
+        (workspace, dir): (&Path, &OwnedFd),
+        swap: Option<&SwapMap>,
     ) -> Result<WorkspaceMount, MountError> {
         let at = c(target.as_os_str().as_bytes())?;
         Ok(WorkspaceMount {
-            views: vec![(view(workspace, swap)?, at.clone())],
+            views: vec![(view(workspace, dir, swap)?, at.clone())],
             target: at,
             overlay: None,
         })
@@ -164,10 +191,12 @@ fn c(b: &[u8]) -> Result<CString, MountError> {
     CString::new(b).map_err(|_| MountError::Nul)
 }
 
-/// An idmapped view of `dir` showing `swap`.
-fn view(dir: &Path, swap: &SwapMap) -> Result<OwnedFd, MountError> {
-    crate::identity::idmapped_view(dir, swap).map_err(|source| MountError::Idmap {
-        path: dir.to_path_buf(),
-        source,
+/// A view of the directory opened as `dir` (at `path`), idmapped to show
+/// `swap` when there is one.
+fn view(path: &Path, dir: &OwnedFd, swap: Option<&SwapMap>) -> Result<OwnedFd, MountError> {
+    let path = path.to_path_buf();
+    crate::identity::view_of_dir(dir.as_fd(), swap).map_err(|source| match swap {
+        Some(_) => MountError::Idmap { path, source },
+        None => MountError::View { path, source },
     })
 }

@@ -221,9 +221,12 @@ fn rootfs_plan(r: &Path, root_mode: bool) -> Result<RootfsPlan, JailError> {
 
 /// The workspace `w`, resolved through no link and checked to be a
 /// directory (and, when `expected` is given, that very directory, by its
-/// device and inode): its path, its descriptor (what gets mounted) and
-/// its owner.
-fn open_workspace(
+/// device and inode): its path, its descriptor (`O_PATH`: what gets
+/// mounted) and its owner. Every backend opens the workspace here, once,
+/// and shares or mounts that descriptor, never the path again: a
+/// directory swapped in at the path after this check is never what the
+/// sandbox gets (the VM's share, runsc's bind, the process's mount).
+pub fn open_workspace(
     w: &Path,
     expected: Option<(u64, u64)>,
 ) -> Result<(PathBuf, OwnedFd, (u32, u32)), JailError> {

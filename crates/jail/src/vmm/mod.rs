@@ -102,6 +102,12 @@ pub struct VmmAccess {
     pub readable: Vec<PathBuf>,
     /// Directories it reads and writes beneath: the read-write shares.
     pub writable: Vec<PathBuf>,
+    /// Directories it reads and writes beneath that it is handed as
+    /// descriptors and reaches by no path (the workspace, opened once and
+    /// checked to be the sandbox's own): a Landlock rule on each, on that
+    /// very directory, and nothing placed in its root, so that a
+    /// directory swapped in at the workspace's path is not its to write.
+    pub writable_dirs: Vec<std::sync::Arc<OwnedFd>>,
     /// Devices it opens read-write (`/dev/kvm` under KVM).
     pub devices: Vec<PathBuf>,
     /// Host files (or directories) placed at another path of its root: a

@@ -7,7 +7,7 @@ use landlock::{
 };
 use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
 use std::io::{Read, Seek};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::{VmmAccess, VmmJailError};
@@ -77,6 +77,16 @@ pub(crate) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
         if p.exists() {
             add(p, device, device)?;
         }
+    }
+    for dir in &access.writable_dirs {
+        ruleset
+            .as_mut()
+            .add_rule(PathBeneath::new(dir.as_fd(), all))
+            .map(drop)
+            .map_err(|source| VmmJailError::Rule {
+                path: PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())),
+                source,
+            })?;
     }
     Option::<OwnedFd>::from(ruleset).ok_or(VmmJailError::NoLandlock)
 }

@@ -2,6 +2,7 @@
 
 mod cgroup_limits;
 mod deep_layer;
+mod gvisor_workspace;
 mod helper_caps;
 mod landlock_rules;
 mod layer_links;

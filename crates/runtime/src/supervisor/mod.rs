@@ -224,9 +224,10 @@ fn supervise(
     }
     // Checked by whoever started this supervisor, and again here, under
     // the sandbox's lock, before the backend opens the workspace (by its
-    // path, through no link): the process backend compares the
-    // descriptor it then mounts too (below); the VM and gVisor backends
-    // open the path again after this check.
+    // path, through no link): every backend compares the descriptor it
+    // then mounts or shares with the identity recorded (below), the
+    // process backend's mount, the VM's share (at each launch of its
+    // VMM: a resume from disk too) and runsc's view alike.
     let meta = sb.meta();
     if let Some(r) = warden_workspace::refused_at_start(&meta.workspace, meta.workspace_id) {
         return Err(SuperviseError::Workspace { refused: r });
@@ -258,8 +259,7 @@ fn supervise(
     // given to the jail), so that the execs it cuts short are told 124.
     let mut spec = stored.spec.clone();
     // The backend compares the workspace it mounts, on the descriptor it
-    // mounts, with the identity recorded at create (the process backend;
-    // the others by the check above).
+    // mounts or shares, with the identity recorded at create.
     spec.filesystem.workspace_identity = meta
         .workspace_id
         .filter(|_| spec.filesystem.workspace.as_deref() == Some(meta.workspace.as_path()))

@@ -328,6 +328,7 @@ mod tests {
             memory_mib: 256,
             cpus: 1,
             workspace: None,
+            workspace_id: None,
             trust: None,
             params: Vec::new(),
             shares: Vec::new(),

@@ -10,14 +10,11 @@ use super::*;
 /// anyone else's it could not); nobody's otherwise (never root or a
 /// system account, which would own that account's host files the VMM
 /// serves the guest), with the swap that shows the workspace as nobody's.
-/// Rootless, the VMM stays warden's own user.
+/// Rootless, the VMM stays warden's own user. `owner`: the workspace's
+/// owner, read on the directory opened (`warden_jail::open_workspace`).
 pub(super) fn vmm_ids(
-    workspace: Option<&Path>,
+    owner: Option<(u32, u32)>,
 ) -> ((u32, u32), Option<warden_jail::identity::SwapMap>) {
-    use std::os::unix::fs::MetadataExt;
-    let owner = workspace
-        .and_then(|w| std::fs::metadata(w).ok())
-        .map(|m| (m.uid(), m.gid()));
     let ids = warden_jail::identity::sandbox_ids(owner);
     let swap = owner
         .filter(|_| warden_jail::host::is_root())
@@ -46,6 +43,19 @@ pub(super) fn share_swap(
         source,
     })?;
     Ok(warden_jail::identity::SwapMap::new((m.uid(), m.gid()), ids))
+}
+
+/// An idmapped view of the workspace `dir` (opened and checked) through
+/// `swap`, detached, as a descriptor: a view of that very directory.
+pub(super) fn workspace_view(
+    (path, dir): (&Path, &std::os::fd::OwnedFd),
+    swap: Option<&warden_jail::identity::SwapMap>,
+) -> Result<std::os::fd::OwnedFd, MachineError> {
+    use std::os::fd::AsFd;
+    warden_jail::identity::helper_view_of(dir.as_fd(), swap).map_err(|source| MachineError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// An idmapped view of `path` (a directory or a single file) through
@@ -91,9 +101,10 @@ pub(super) fn vmm_access(
     cfg: &Config,
     console: &Path,
     root: &Path,
-    virtiofs: bool,
+    workspace: Option<&std::sync::Arc<std::os::fd::OwnedFd>>,
     file_views: &[Option<std::sync::Arc<std::os::fd::OwnedFd>>],
 ) -> warden_jail::vmm::VmmAccess {
+    let virtiofs = workspace.is_none() && cfg.workspace.is_some();
     let mut readable: Vec<PathBuf> = [
         "/usr",
         "/bin",
@@ -138,19 +149,15 @@ pub(super) fn vmm_access(
     }
     warden_jail::vmm::VmmAccess {
         readable,
-        // Over virtio-fs, virtiofsd serves the workspace: the VMM gets no
-        // right on it at all.
+        // The workspace, by the descriptor it is handed (never its path,
+        // which may hold another directory by now); over virtio-fs,
+        // virtiofsd serves it: the VMM gets no right on it at all.
+        writable_dirs: workspace.cloned().into_iter().collect(),
         writable: cfg
-            .workspace
+            .shares
             .iter()
-            .filter(|_| !virtiofs)
-            .cloned()
-            .chain(
-                cfg.shares
-                    .iter()
-                    .filter(|s| s.writable && !s.file)
-                    .map(|s| s.path.clone()),
-            )
+            .filter(|s| s.writable && !s.file)
+            .map(|s| s.path.clone())
             .chain([console.to_path_buf()])
             .chain(cfg.ram.path().filter(|_| !virtiofs).map(Path::to_path_buf))
             .collect(),
@@ -195,13 +202,16 @@ pub(super) struct HandedFiles {
 }
 
 impl HandedFiles {
+    /// `workspace`: the workspace opened and checked, when the VMM
+    /// serves it (none over virtio-fs).
     pub(super) fn open(
         cfg: &Config,
         console: &Path,
         ids: (u32, u32),
-        virtiofs: bool,
+        workspace: Option<(&Path, &std::os::fd::OwnedFd)>,
         swap: Option<&warden_jail::identity::SwapMap>,
     ) -> Result<HandedFiles, MachineError> {
+        let virtiofs = workspace.is_none() && cfg.workspace.is_some();
         let open = |path: &Path, dir: bool| -> Result<std::os::fd::OwnedFd, MachineError> {
             let mut o = std::fs::OpenOptions::new();
             o.read(true);
@@ -293,11 +303,27 @@ impl HandedFiles {
             kernel: open(&cfg.kernel, false)?,
             initramfs: open(&cfg.initramfs, false)?,
             trust: cfg.trust.as_deref().map(|t| open(t, true)).transpose()?,
-            workspace: cfg
-                .workspace
-                .as_deref()
-                .filter(|_| !virtiofs)
-                .map(|w| helper_dir(w, swap, &open))
+            // The directory opened and checked, reopened through its own
+            // descriptor (or viewed from it): never its path again.
+            workspace: workspace
+                .map(|(path, dir)| {
+                    use std::os::fd::AsRawFd;
+                    if swap.is_none() && !root {
+                        open(
+                            Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())),
+                            true,
+                        )
+                        .map_err(|e| match e {
+                            MachineError::Open { source, .. } => MachineError::Open {
+                                path: path.to_path_buf(),
+                                source,
+                            },
+                            e => e,
+                        })
+                    } else {
+                        workspace_view((path, dir), swap)
+                    }
+                })
                 .transpose()?,
             shares,
             file_views,

@@ -3,7 +3,7 @@
 //! (the stream loaded, checked, the guest let go).
 
 use super::argv::Handed;
-use super::files::{view, vmm_access, vmm_ids, HandedFiles};
+use super::files::{vmm_access, vmm_ids, workspace_view, HandedFiles};
 use super::*;
 
 /// What follows a restore once the guest runs again.
@@ -172,16 +172,33 @@ impl Machine {
         let (ours, theirs) = pair()?;
         let (control, control_theirs) = pair()?;
         let stream = UnixStream::from(ours);
-        let (ids, swap) = vmm_ids(cfg.workspace.as_deref());
-        let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
-            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
+        // The workspace, opened once here (through no link) and checked
+        // to be the directory the sandbox was created over: the VMM or
+        // virtiofsd is handed this descriptor, its owner read on it, its
+        // Landlock rule made on it, and its path is never looked up again
+        // (a directory swapped in at the path since the supervisor's check
+        // is refused with `workspace_moved`, never shared).
+        let ws = match &cfg.workspace {
+            Some(w) => {
+                let (path, dir, owner) = warden_jail::open_workspace(w, cfg.workspace_id)
+                    .map_err(MachineError::Workspace)?;
+                Some((path, std::sync::Arc::new(dir), owner))
+            }
+            None => None,
+        };
+        let (ids, swap) = vmm_ids(ws.as_ref().map(|(_, _, owner)| *owner));
+        let (served, fs_note) = match (&ws, &cfg.workspace_fs) {
+            (Some((ws, dir, _)), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
                 // virtiofsd runs as the VMM's user too: a workspace of
                 // another owner's it serves through the same view as 9p.
-                let view = swap.as_ref().map(|s| view(ws, s)).transpose()?;
+                let view = swap
+                    .as_ref()
+                    .map(|s| workspace_view((ws, dir), Some(s)))
+                    .transpose()?;
                 crate::fsd::start(
                     fsd,
                     *forced,
-                    (ws, view),
+                    (ws, dir, view),
                     &cfg.run_dir,
                     ids,
                     cfg.cgroup.as_deref(),
@@ -190,8 +207,15 @@ impl Machine {
             }
             _ => (None, None),
         };
-        let mut files =
-            HandedFiles::open(cfg, &logs.console, ids, served.is_some(), swap.as_ref())?;
+        // Served by the VMM (over 9p) unless virtiofsd serves it.
+        let by_vmm = ws.as_ref().filter(|_| served.is_none());
+        let mut files = HandedFiles::open(
+            cfg,
+            &logs.console,
+            ids,
+            by_vmm.map(|(p, d, _)| (p.as_path(), d.as_ref())),
+            swap.as_ref(),
+        )?;
         let ram = if served.is_some() {
             crate::ram::Ram::Anonymous
         } else {
@@ -228,7 +252,7 @@ impl Machine {
                 cfg,
                 &logs.console,
                 &root,
-                fsd.0.is_some(),
+                by_vmm.map(|(_, d, _)| d),
                 &files.file_views,
             ),
             cfg.netns.as_deref(),

@@ -68,6 +68,11 @@ pub enum MachineError {
         #[source]
         source: std::io::Error,
     },
+    /// The workspace is not the directory the sandbox was created over,
+    /// or goes through a link, or is missing (the process backend's
+    /// refusal and reason code, `workspace_moved`).
+    #[error(transparent)]
+    Workspace(warden_jail::JailError),
     #[error("cannot serve the workspace over virtio-fs")]
     Fsd(#[source] crate::fsd::FsError),
     #[error("cannot create the VMM's channel")]
@@ -129,6 +134,11 @@ pub struct Config {
     pub cpus: u32,
     /// Shared read-write as the guest's `/workspace`.
     pub workspace: Option<PathBuf>,
+    /// The identity (device, inode) of the directory the sandbox was
+    /// created over: the VMM (or virtiofsd) is handed the directory found
+    /// at `workspace` only when it is that one, opened once, through no
+    /// link, and served by that descriptor (see `launch`).
+    pub workspace_id: Option<(u64, u64)>,
     /// A directory shared read-only (the host refuses writes) as the
     /// guest's `/run/warden`: the secret proxy's trust files.
     pub trust: Option<PathBuf>,

@@ -58,6 +58,7 @@ pub fn config(id: &str) -> Option<Config> {
         memory_mib: 512,
         cpus: 1,
         workspace: None,
+        workspace_id: None,
         trust: None,
         params: vec![
             ("nofile".into(), "1024".into()),

@@ -1,2 +1,3 @@
 mod pause;
 mod template;
+mod workspace_identity;
