@@ -286,6 +286,7 @@ mod characters;
 mod elicit;
 mod evasion;
 mod git;
+mod head;
 mod literal;
 mod mcp;
 mod readings;

@@ -1,7 +1,8 @@
 //! A response from a secret's host on its way back to the sandbox: its
 //! reason phrase and headers scrubbed of the secrets' values, its body
-//! decoded from its codings and scrubbed as it streams, and one that
-//! cannot be read to check it withheld. It never touches the request (the
+//! decoded from its codings and scrubbed as it streams, one that cannot
+//! be read to check it withheld, and none relayed where a response has
+//! none (to HEAD, a 1xx, 204 or 304), whatever the upstream sent. It never touches the request (the
 //! exchange did) and never records a value, only which secret was
 //! scrubbed.
 
@@ -25,11 +26,56 @@ fn withhold(s: &Session, detail: &str, said: String) -> Response<OutBody> {
     text(StatusCode::BAD_GATEWAY, Reason::ResponseWithheld, said)
 }
 
+/// Whether a response of `status` has no body, whatever its headers say
+/// (RFC 9110, 6.4.1): an informational one, 204 and 304. An answer to HEAD
+/// has none either.
+fn bodiless_status(status: StatusCode) -> bool {
+    status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+}
+
+/// `r` with no body: its head alone reaches the sandbox, and the body
+/// the upstream sent (an HTTP/2 server may send DATA frames to HEAD or
+/// with a 204) is dropped unread. Relayed, those bytes would be read by a
+/// kept-alive HTTP/1.1 client as the start of its next answer, and break
+/// an HTTP/2 client's stream. A 1xx or a 204 loses its `Content-Length`
+/// too, which it may not carry (RFC 9110, 8.6; HTTP/2 clients refuse
+/// one that is not 0); HEAD and 304 keep theirs, the length a GET would
+/// get.
+fn without_body(r: Response<OutBody>) -> Response<OutBody> {
+    let (mut parts, _) = r.into_parts();
+    if parts.status.is_informational() || parts.status == StatusCode::NO_CONTENT {
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+    }
+    let none = http_body_util::Empty::<bytes::Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed();
+    Response::from_parts(parts, none)
+}
+
+/// The upstream's `response` to a request (`head`: to HEAD) as the
+/// sandbox gets it: scrubbed, and with no body where it may have none
+/// (see [`without_body`]), on either protocol the sandbox speaks.
 pub(super) fn scrub_response(
     s: &Arc<Session>,
     response: Response<Incoming>,
     head: bool,
 ) -> Response<OutBody> {
+    let bodiless = head || bodiless_status(response.status());
+    let scrubbed = scrubbed(s, response, bodiless);
+    // Asked again of what goes back: warden's own answer in the
+    // response's place (withheld, 502) has its words, unless to HEAD.
+    if head || bodiless_status(scrubbed.status()) {
+        without_body(scrubbed)
+    } else {
+        scrubbed
+    }
+}
+
+/// `response` scrubbed; its body is left as it is where `bodiless`, for
+/// the caller to drop.
+fn scrubbed(s: &Arc<Session>, response: Response<Incoming>, bodiless: bool) -> Response<OutBody> {
     // Every part of the response is output: the reason phrase, every
     // header's name and value, the body under its codings, the trailers.
     let codings = match coding::to_undo(response.headers()) {
@@ -42,7 +88,7 @@ pub(super) fn scrub_response(
             )
         }
     };
-    if let Some(why) = coding::too_costly(&codings).filter(|_| !head) {
+    if let Some(why) = coding::too_costly(&codings).filter(|_| !bodiless) {
         return withhold(
             s,
             &format!("a response from a secret's host was withheld: {why}"),
@@ -72,7 +118,7 @@ pub(super) fn scrub_response(
         headers.remove(http::header::CONTENT_ENCODING);
         headers.remove(http::header::CONTENT_LENGTH);
     }
-    if changes_length && !head {
+    if changes_length && !bodiless {
         headers.remove(http::header::CONTENT_LENGTH);
     }
     scrubbed.sort_unstable();
@@ -86,7 +132,7 @@ pub(super) fn scrub_response(
     }
     parts.headers = headers;
     let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
-    if !codings.is_empty() && !head {
+    if !codings.is_empty() && !bodiless {
         inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
     }
     let watch = s.clone();
