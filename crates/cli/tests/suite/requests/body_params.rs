@@ -274,3 +274,55 @@ fn files_under(dir: &std::path::Path, part: &str) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A form that declares no charset, a key spelled with a byte past ASCII:
+/// read as UTF-8 it is no key a rule names (`pa\xDF` is not UTF-8), while
+/// Tomcat and Spring read such a form as ISO-8859-1, where it is `paß`,
+/// which a reader ignoring case takes as `pass`. Plain, escaped or as a
+/// multipart part's name, it is refused and never reaches the server; a
+/// form whose bytes past ASCII are in values only is read both ways and
+/// goes.
+#[test]
+fn a_denied_key_spelled_in_latin1_in_a_form_without_a_charset_never_reaches_the_server() {
+    let Some(Forge { ca, up }) = Forge::start() else {
+        return;
+    };
+    let out = super::run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "* forge.test:PORT/users/**",
+            "--deny-request",
+            "* forge.test:PORT/users/**?pass",
+        ],
+        &format!(
+            r#"{CURL}form='Content-Type: application/x-www-form-urlencoded'
+printf 'pa\337=1' > /tmp/raw
+printf '\055-XyZ\r\nContent-Disposition: form-data; name="pa\337"\r\n\r\n1\r\n--XyZ--\r\n' > /tmp/mp
+c raw -H "$form" --data-binary @/tmp/raw $u/users/1
+c escaped -H "$form" --data-binary 'pa%DF=1' $u/users/2
+c no-type -H 'Content-Type:' --data-binary @/tmp/raw $u/users/3
+c multipart -H 'Content-Type: multipart/form-data; boundary=XyZ' --data-binary @/tmp/mp $u/users/4
+c values-only -H "$form" --data-binary 'name=Jos%C3%A9&city=K%F6ln' $u/users/5
+"#
+        ),
+    );
+    assert_eq!(
+        super::answered(&out),
+        [
+            "403 raw",
+            "403 escaped",
+            "403 no-type",
+            "403 multipart",
+            "200 values-only",
+        ],
+    );
+    let seen = up.requests();
+    assert_eq!(
+        seen.len(),
+        1,
+        "only the form with ASCII keys arrived: {seen:?}"
+    );
+    assert!(seen[0].ends_with("/users/5"), "{seen:?}");
+}

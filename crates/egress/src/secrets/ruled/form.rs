@@ -184,6 +184,62 @@ fn certain_in(headers: &http::HeaderMap, body: &[u8]) -> bool {
     !ascii_only || (body.is_ascii() && percent_encoding::percent_decode(body).all(|b| b.is_ascii()))
 }
 
+/// `body` as a server reads it that takes a form with no declared charset
+/// as ISO-8859-1, each byte (plain or percent-escaped) the character of
+/// its code: Tomcat's `getParameter` (the servlet specification's
+/// default, which Spring's `@RequestParam` reads through) and Jetty before
+/// 10, where ASP.NET Core, PHP, Rails and Flask read UTF-8. Given back as
+/// UTF-8 that the readers here read as that server does (a byte past
+/// ASCII written as its character, an escaped one as its character's
+/// escapes: `%DF` is `%C3%9F`, `ß`); `None` for a body both read alike,
+/// ASCII only, plain and escaped.
+fn latin1_reading(body: &[u8]) -> Option<Vec<u8>> {
+    if body.is_ascii() && percent_encoding::percent_decode(body).all(|b| b.is_ascii()) {
+        return None;
+    }
+    let hex = |b: Option<&u8>| (*b? as char).to_digit(16);
+    let mut out = Vec::with_capacity(body.len() + body.len() / 2);
+    let mut utf8 = [0u8; 2];
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        let escaped = match (b, hex(body.get(i + 1)), hex(body.get(i + 2))) {
+            (b'%', Some(h), Some(l)) => Some((h * 16 + l) as u8),
+            _ => None,
+        };
+        match escaped {
+            Some(code) if code >= 0x80 => {
+                for u in char::from(code).encode_utf8(&mut utf8).bytes() {
+                    out.extend_from_slice(format!("%{u:02X}").as_bytes());
+                }
+                i += 3;
+            }
+            Some(_) => {
+                out.extend_from_slice(&body[i..i + 3]);
+                i += 3;
+            }
+            None if b >= 0x80 => {
+                out.extend_from_slice(char::from(b).encode_utf8(&mut utf8).as_bytes());
+                i += 1;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The keys of each reading, in order: what two readings of one body must
+/// agree on to be read for certain.
+fn keys_of(readings: &[Pairs]) -> Vec<Vec<&str>> {
+    readings
+        .iter()
+        .map(|r| r.iter().map(|(k, _)| k.as_str()).collect())
+        .collect()
+}
+
 /// Whether `text` may spell a part's name in a way `multer` does not
 /// read: an RFC 2231 `name*` (`name*0=_me; name*1=thod` splits the
 /// field's name across two; `filename*` is not one). Asked of the whole
@@ -366,9 +422,11 @@ fn spelled(text: &[u8], keys: &[String]) -> usize {
 /// `true` or `false` as written, `null` as no value, an array as each
 /// of its items, an object as its JSON text). [`Params::Unknown`] when
 /// it cannot be read for certain: a coded body (no kinds), one in a
-/// charset read otherwise than UTF-8 ([`charset_certain`]), JSON that
-/// does not parse, a multipart body that mentions a key in a way its
-/// parser does not read as a name.
+/// charset read otherwise than UTF-8 ([`charset_certain`]), a form or a
+/// multipart body that declares no charset and whose keys read otherwise
+/// in Latin-1 ([`latin1_reading`]; one whose keys read alike is read
+/// both ways, each a reading), JSON that does not parse, a multipart
+/// body that mentions a key in a way its parser does not read as a name.
 pub(crate) async fn params(
     parts: &http::request::Parts,
     kinds: &[Kind],
@@ -378,28 +436,78 @@ pub(crate) async fn params(
     if kinds.is_empty() || !charset_certain(parts, body) {
         return Params::Unknown;
     }
+    // No charset declared, and a byte past ASCII: read as UTF-8 here and as
+    // Latin-1 by another server (see `latin1_reading`).
+    let latin1 = if charsets(&parts.headers).is_empty() {
+        latin1_reading(body)
+    } else {
+        None
+    };
     let mut readings: Vec<Pairs> = Vec::new();
     for kind in kinds {
-        match kind {
-            Kind::Form => readings.extend(path::query_readings(&String::from_utf8_lossy(body))),
-            Kind::Json => match json_members(body) {
-                Some(members) => readings.push(
-                    members
-                        .into_iter()
-                        .flat_map(|(k, v)| json_values(v).into_iter().map(move |v| (k.clone(), v)))
-                        .collect(),
-                ),
-                None => return Params::Unknown,
-            },
-            Kind::Multipart => match multipart_fields(parts, body, |t| spelled(t, keys)).await {
-                Some(fields) => {
-                    readings.push(fields.into_iter().map(|(k, v)| (k, Some(v))).collect())
-                }
-                None => return Params::Unknown,
-            },
+        let read = match kind {
+            Kind::Form => form_readings(body, latin1.as_deref()),
+            Kind::Json => json_readings(body),
+            Kind::Multipart => multipart_readings(parts, body, latin1.as_deref(), keys).await,
+        };
+        match read {
+            Some(r) => readings.extend(r),
+            None => return Params::Unknown,
         }
     }
     Params::Read(readings)
+}
+
+/// A form's readings (see `path::query_readings`), in UTF-8 and, where it
+/// is given, in Latin-1 too; `None` when the two give different keys (a
+/// value read two ways is two readings; a key is where a server would
+/// find a parameter the rules never saw).
+fn form_readings(body: &[u8], latin1: Option<&[u8]>) -> Option<Vec<Pairs>> {
+    let mut readings = path::query_readings(&String::from_utf8_lossy(body));
+    if let Some(other) = latin1 {
+        let other = path::query_readings(&String::from_utf8_lossy(other));
+        if keys_of(&readings) != keys_of(&other) {
+            return None;
+        }
+        readings.extend(other);
+    }
+    Some(readings)
+}
+
+/// A JSON object's top-level members as one reading; `None` for JSON
+/// serde does not read. JSON is UTF-8 (RFC 8259): no Latin-1 reading.
+fn json_readings(body: &[u8]) -> Option<Vec<Pairs>> {
+    let members = json_members(body)?;
+    Some(vec![members
+        .into_iter()
+        .flat_map(|(k, v)| json_values(v).into_iter().map(move |v| (k.clone(), v)))
+        .collect()])
+}
+
+/// A multipart body's fields as one reading, and, where `latin1` is
+/// given (the request declares no charset, which is what its parts'
+/// names are read in), the fields of that reading too; `None` when either
+/// is not read for certain or the two name different fields.
+async fn multipart_readings(
+    parts: &http::request::Parts,
+    body: &[u8],
+    latin1: Option<&[u8]>,
+    keys: &[String],
+) -> Option<Vec<Pairs>> {
+    let read = |fields: Vec<(String, String)>| -> Pairs {
+        fields.into_iter().map(|(k, v)| (k, Some(v))).collect()
+    };
+    let mut readings = vec![read(
+        multipart_fields(parts, body, |t| spelled(t, keys)).await?,
+    )];
+    if let Some(other) = latin1 {
+        let other = read(multipart_fields(parts, other, |t| spelled(t, keys)).await?);
+        if keys_of(&readings) != keys_of(std::slice::from_ref(&other)) {
+            return None;
+        }
+        readings.push(other);
+    }
+    Some(readings)
 }
 
 /// The values a JSON member gives a parameter, as frameworks read it.
@@ -422,225 +530,4 @@ fn json_values(v: serde_json::Value) -> Vec<Option<String>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parts(ct: &str) -> http::request::Parts {
-        http::Request::post("/x")
-            .header("content-type", ct)
-            .body(())
-            .unwrap()
-            .into_parts()
-            .0
-    }
-
-    fn keys() -> Vec<String> {
-        vec!["admin".to_string()]
-    }
-
-    /// Every pair of every reading: what a condition is matched on.
-    fn pairs(p: &Params) -> Vec<(String, Option<String>)> {
-        match p {
-            Params::Read(r) => r.iter().flatten().cloned().collect(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn has(p: &Params, k: &str, v: &str) -> bool {
-        pairs(p)
-            .iter()
-            .any(|(pk, pv)| pk == k && pv.as_deref() == Some(v))
-    }
-
-    #[tokio::test]
-    async fn a_bodys_parameters_are_read_as_a_form_json_or_multipart() {
-        let p = parts("application/x-www-form-urlencoded");
-        let f = params(&p, &[Kind::Form], b"a=1&admin=1", &keys()).await;
-        assert!(has(&f, "admin", "1"), "{f:?}");
-        let j = params(
-            &p,
-            &[Kind::Json],
-            br#"{"admin":1,"flag":true,"list":["x",2],"n":null,"o":{"a":1}}"#,
-            &keys(),
-        )
-        .await;
-        assert!(has(&j, "admin", "1") && has(&j, "flag", "true"), "{j:?}");
-        assert!(has(&j, "list", "x") && has(&j, "list", "2"), "{j:?}");
-        assert!(has(&j, "o", r#"{"a":1}"#), "{j:?}");
-        assert!(pairs(&j).contains(&("n".into(), None)), "{j:?}");
-        let mp = parts("multipart/form-data; boundary=XyZ");
-        let body =
-            b"--XyZ\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\n1\r\n--XyZ--\r\n";
-        let m = params(&mp, &[Kind::Multipart], body, &keys()).await;
-        assert!(has(&m, "admin", "1"), "{m:?}");
-    }
-
-    /// What cannot be read for certain may hold any parameter: a coded
-    /// body, JSON serde cannot read, a multipart body whose parser reads
-    /// fewer names spelling the key than the body mentions, or one that
-    /// names a part in RFC 2231's way.
-    #[tokio::test]
-    async fn a_body_not_read_for_certain_may_give_any_parameter() {
-        let p = parts("application/json");
-        assert_eq!(params(&p, &[], b"admin=1", &keys()).await, Params::Unknown);
-        for json in [&b"{\"admin\":1,}"[..], b"admin=1", br#"{"n":1e400}"#] {
-            assert_eq!(
-                params(&p, &[Kind::Json], json, &keys()).await,
-                Params::Unknown,
-                "{}",
-                String::from_utf8_lossy(json)
-            );
-        }
-        let mp = parts("multipart/form-data; boundary=XyZ");
-        for odd in [
-            // Mentioned in a value: another parser may read it as a name.
-            "--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nadmin=1\r\n--XyZ--\r\n",
-            // A name escaped, percent-coded or in RFC 2231's way.
-            "--XyZ\r\nContent-Disposition: form-data; name*=UTF-8''%61dmin\r\n\r\n1\r\n--XyZ--\r\n",
-            "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"ADM\u{131}N\"\r\n\r\n1\r\n--XyZ--\r\n",
-            // Not the boundary the request names.
-            "--Q\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\n1\r\n--Q--\r\n",
-        ] {
-            assert_eq!(
-                params(&mp, &[Kind::Multipart], odd.as_bytes(), &keys()).await,
-                Params::Unknown,
-                "{odd}"
-            );
-        }
-        // A body that mentions no key gives no parameter a rule looks at.
-        let plain =
-            "--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nhello\r\n--XyZ--\r\n";
-        assert_eq!(
-            params(&mp, &[Kind::Multipart], plain.as_bytes(), &keys()).await,
-            Params::Read(vec![vec![]])
-        );
-    }
-
-    /// `admin=1` in UTF-16, as ASP.NET Core and Tomcat read a form that
-    /// declares it.
-    fn utf16le(text: &str) -> Vec<u8> {
-        text.encode_utf16().flat_map(u16::to_le_bytes).collect()
-    }
-
-    /// A body in a charset read otherwise than UTF-8 may hold any
-    /// parameter, whatever kind it is read as and however the charset is
-    /// spelled: UTF-16 and UTF-32 (NULs between the letters), UTF-7
-    /// (`+AGE-` is `a`), a name not known, one given twice, one after a
-    /// space or a comma, quoted, or with no value.
-    #[tokio::test]
-    async fn a_body_in_a_charset_not_read_as_utf8_may_give_any_parameter() {
-        let le = utf16le("admin=1");
-        let be: Vec<u8> = "admin=1"
-            .encode_utf16()
-            .flat_map(u16::to_be_bytes)
-            .collect();
-        for (ct, body) in [
-            (
-                "application/x-www-form-urlencoded; charset=utf-16le",
-                &le[..],
-            ),
-            (
-                "application/x-www-form-urlencoded; charset=UTF-16BE",
-                &be[..],
-            ),
-            (
-                "application/x-www-form-urlencoded;charset=\"utf-16\"",
-                &le[..],
-            ),
-            ("application/x-www-form-urlencoded; charset=utf-32", &le[..]),
-            (
-                "application/x-www-form-urlencoded; charset=utf-7",
-                b"+AGE-dmin=1",
-            ),
-            (
-                "application/x-www-form-urlencoded; charset=x-unheard-of",
-                b"admin=1",
-            ),
-            (
-                "application/x-www-form-urlencoded; charset=utf-8; charset=utf-16le",
-                &le[..],
-            ),
-            (
-                "application/x-www-form-urlencoded charset=utf-16le",
-                &le[..],
-            ),
-            (
-                "application/x-www-form-urlencoded, text/plain;charset=utf-16le",
-                &le[..],
-            ),
-            (
-                "application/x-www-form-urlencoded; Charset = utf-16le",
-                &le[..],
-            ),
-            (
-                "application/x-www-form-urlencoded; charset=\"utf\\-16\"",
-                &le[..],
-            ),
-            ("application/x-www-form-urlencoded; charset=", &le[..]),
-            ("application/x-www-form-urlencoded; charset", &le[..]),
-        ] {
-            let p = parts(ct);
-            assert_eq!(
-                params(&p, &[Kind::Form], body, &keys()).await,
-                Params::Unknown,
-                "{ct}"
-            );
-        }
-        let json = parts("application/json; charset=utf-16le");
-        let body = utf16le(r#"{"admin":1}"#);
-        assert_eq!(
-            params(&json, &[Kind::Json], &body, &keys()).await,
-            Params::Unknown
-        );
-        let mp = parts("multipart/form-data; boundary=XyZ");
-        for charset in ["utf-32", "utf-16", "x-unheard-of"] {
-            let body = format!(
-                "--XyZ\r\nContent-Disposition: form-data; name=\"admin\"\r\nContent-Type: text/plain; charset={charset}\r\n\r\n\0\0\01\r\n--XyZ--\r\n"
-            );
-            assert_eq!(
-                params(&mp, &[Kind::Multipart], body.as_bytes(), &keys()).await,
-                Params::Unknown,
-                "{charset}"
-            );
-        }
-        let body = "--XyZ\r\nContent-Disposition: form-data; name=\"admin\"\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n1\r\n--XyZ--\r\n";
-        let m = params(&mp, &[Kind::Multipart], body.as_bytes(), &keys()).await;
-        assert!(has(&m, "admin", "1"), "{m:?}");
-        let mp = parts("multipart/form-data; boundary=XyZ; charset=utf-16le");
-        let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n1\r\n--XyZ--\r\n";
-        assert_eq!(
-            params(&mp, &[Kind::Multipart], body, &keys()).await,
-            Params::Unknown
-        );
-    }
-
-    /// UTF-8 (any case, quoted or not) reads a body as it is read here;
-    /// Latin-1, Windows-1252 and US-ASCII do too for a body of ASCII
-    /// only, and not for one with a byte past it, plain or escaped
-    /// (`%E9` is `é` in Latin-1).
-    #[tokio::test]
-    async fn a_body_in_utf8_or_an_ascii_only_body_in_latin1_is_read() {
-        for ct in [
-            "application/x-www-form-urlencoded; charset=utf-8",
-            "application/x-www-form-urlencoded; charset=\"UTF-8\"",
-            "application/x-www-form-urlencoded; charset=iso-8859-1",
-            "application/x-www-form-urlencoded; charset=windows-1252",
-            "application/x-www-form-urlencoded; charset=US-ASCII",
-        ] {
-            let f = params(&parts(ct), &[Kind::Form], b"a=1&admin=%31", &keys()).await;
-            assert!(has(&f, "admin", "1"), "{ct}: {f:?}");
-        }
-        let utf8 = parts("application/x-www-form-urlencoded; charset=utf-8");
-        let f = params(&utf8, &[Kind::Form], "admin=\u{e9}".as_bytes(), &keys()).await;
-        assert!(has(&f, "admin", "\u{e9}"), "{f:?}");
-        let latin1 = parts("application/x-www-form-urlencoded; charset=latin1");
-        for body in [&b"admin=%E9"[..], b"admin=\xe9"] {
-            assert_eq!(
-                params(&latin1, &[Kind::Form], body, &keys()).await,
-                Params::Unknown,
-                "{}",
-                String::from_utf8_lossy(body)
-            );
-        }
-    }
-}
+mod tests;
