@@ -177,9 +177,14 @@ fn disk_used(dir: &std::path::Path) -> u64 {
 }
 
 /// The sandbox takes inotify instances until the kernel refuses, says so
-/// in a file of its workspace and holds them; meanwhile a host process of
-/// warden's own user asks for one. The sandbox may be refused early; the
-/// host must not be.
+/// in a file of a host directory bound into it and holds them; meanwhile
+/// a host process of warden's own user asks for one. The sandbox may be
+/// refused early; the host must not be.
+///
+/// The directory is a volume, not the workspace: through exec the
+/// workspace is a layer whose writes the host directory does not see
+/// while the sandbox runs, so the host never learnt that the sandbox was
+/// holding its instances (the attack was skipped after the judge's 25 s).
 fn user_quota(lab: &crate::Lab) -> Verdict {
     let ws = lab.dir.join("user-quota");
     if let Err(e) = std::fs::create_dir_all(&ws) {
@@ -202,10 +207,11 @@ fn user_quota(lab: &crate::Lab) -> Verdict {
         }
         None
     });
+    let volume = format!("{}:{QUOTA_DIR}", ws.to_string_lossy());
     let r = lab.sandbox(
-        &["-w", &ws.to_string_lossy(), "--timeout", "30s"],
+        &["--volume", &volume, "--timeout", "30s"],
         "inotify-hog",
-        &["/workspace/holding", "3"],
+        &[&format!("{QUOTA_DIR}/holding"), "3"],
     );
     match judge.join() {
         Ok(Some(Ok(()))) => match from_run(&r) {
@@ -227,6 +233,9 @@ fn user_quota(lab: &crate::Lab) -> Verdict {
         },
     }
 }
+
+/// Where [`user_quota`]'s host directory is inside the sandbox.
+const QUOTA_DIR: &str = "/mnt/warden-selftest";
 
 pub(crate) const PROBES: &[Probe] = &[
     Probe {
