@@ -58,6 +58,10 @@ pub struct Settings {
     /// How long the code interpreter's server may take to listen (`None`:
     /// the door's default).
     pub e2b_interpreter_start_within: Option<std::time::Duration>,
+    /// The file these settings were read from (`warden serve --config`):
+    /// the owner's configuration, kept from every token's reach as the
+    /// catalogue is ([`App::owners_files`]).
+    pub config_file: Option<PathBuf>,
 }
 
 pub struct App {
@@ -102,6 +106,8 @@ pub struct App {
     /// How long the code interpreter's server may take to listen (see
     /// [`crate::e2b::interpreter`]).
     pub e2b_interpreter_start_within: std::time::Duration,
+    /// The daemon's settings file, when it was given one.
+    pub config_file: Option<PathBuf>,
 }
 
 impl App {
@@ -140,6 +146,7 @@ impl App {
             e2b_interpreter_start_within: settings
                 .e2b_interpreter_start_within
                 .unwrap_or(crate::e2b::interpreter::START_WITHIN),
+            config_file: settings.config_file,
         })
     }
 
@@ -147,27 +154,50 @@ impl App {
     /// resolves (links followed) under one of the roots, and holds none of
     /// the owner's configuration.
     pub fn workspace_allowed(&self, path: &std::path::Path) -> bool {
+        self.workspace_refused(path).is_none()
+    }
+
+    /// Why a token holder may not name `path` as a workspace, as a
+    /// reason code: `forbidden` (not under a root, or not there at all:
+    /// one answer, which tells nothing of the host), or
+    /// [`HOLDS_CONFIGURATION`](warden_runtime::owners_files::HOLDS_CONFIGURATION)
+    /// (it holds a file the owner's configuration is read from). `None`:
+    /// it may.
+    pub fn workspace_refused(&self, path: &std::path::Path) -> Option<&'static str> {
         let Ok(real) = std::fs::canonicalize(path) else {
-            return false;
+            return Some("forbidden");
         };
-        self.workspace_roots.iter().any(|r| real.starts_with(r)) && !self.holds_configuration(&real)
+        if !self.workspace_roots.iter().any(|r| real.starts_with(r)) {
+            return Some("forbidden");
+        }
+        self.holds_configuration(&real)
+            .then_some(warden_runtime::owners_files::HOLDS_CONFIGURATION)
     }
 
     /// Whether the directory `real` (canonical) holds, or lies inside, the
-    /// owner's catalogue of profiles and presets or warden's state. A
-    /// sandbox's changes to its workspace can be committed by a token
-    /// holder: a workspace over the catalogue would let it write a profile
-    /// and then name it by its plain name, as if the owner had (with
-    /// `--workspace-root ~`, a workspace of `~` or `~/.config`).
+    /// owner's configuration ([`App::owners_files`]): the catalogue of
+    /// profiles and presets, every file they read with the owner's trust
+    /// (an `extends` target by path, the project file a catalogue entry
+    /// links to, a secret's file or program), the daemon's own settings
+    /// file, or warden's state. A sandbox's changes to its workspace can
+    /// be committed by a token holder: a workspace over one of them would
+    /// let it write the owner's word and then name the profile by its
+    /// plain name, as if the owner had (with `--workspace-root ~`, a
+    /// workspace of `~` or `~/.config`).
     pub fn holds_configuration(&self, real: &std::path::Path) -> bool {
-        [
-            self.catalog.config_dir.as_deref(),
-            Some(self.state_dir.as_path()),
-        ]
-        .into_iter()
-        .flatten()
-        .map(real_path)
-        .any(|c| c.starts_with(real) || real.starts_with(&c))
+        self.owners_files().held_by(real)
+    }
+
+    /// The owner's configuration as files on the host, as it is now
+    /// (`warden_runtime::owners_files`): computed at each check, since
+    /// the owner may change a profile between a sandbox's create and its
+    /// commit.
+    pub fn owners_files(&self) -> warden_runtime::owners_files::OwnersFiles {
+        warden_runtime::owners_files::OwnersFiles::of(
+            &self.catalog,
+            &[self.state_dir.as_path()],
+            self.config_file.as_slice(),
+        )
     }
 
     /// Whether what a request was let in with still stands: its token not
@@ -552,24 +582,4 @@ impl Demand {
             times.pop_front();
         }
     }
-}
-
-/// `path` with links resolved as far as it exists, the rest appended as
-/// written: the catalogue's directory may not exist yet, and a workspace
-/// that would hold it once made must still be refused.
-fn real_path(path: &std::path::Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
-    real.extend(rest.iter().rev());
-    real
 }

@@ -104,6 +104,9 @@ pub struct Config {
     /// How long the code interpreter's server may take to listen (`e2b:
     /// interpreter_start_within:`; `None`: the door's default).
     pub e2b_interpreter_start_within: Option<std::time::Duration>,
+    /// The file the settings were read from (`--config`), if any: the
+    /// owner's configuration, which no token's workspace may hold.
+    pub config_file: Option<PathBuf>,
     /// How long a TCP client may keep the daemon waiting after a request
     /// head (see [`deadline`]).
     pub timeouts: deadline::Timeouts,
@@ -194,6 +197,7 @@ pub async fn bind(
             retention: cfg.retention,
             e2b_volumes: cfg.e2b_volumes.clone(),
             e2b_interpreter_start_within: cfg.e2b_interpreter_start_within,
+            config_file: cfg.config_file.clone(),
         },
     );
     // The pools' sandboxes first: one of a pool no longer configured is

@@ -30,6 +30,7 @@ pub mod net;
 pub mod once;
 pub mod output;
 pub mod owner;
+pub mod owners_files;
 pub mod peer;
 pub mod procs;
 pub mod programs;

@@ -7,11 +7,12 @@
 //! flags and the commit itself are the `workspace` crate's.
 
 use crate::lifecycle::record;
+use crate::owners_files::{self, OwnersFiles};
 use std::path::PathBuf;
 use warden_audit::WorkspaceAction;
 use warden_workspace::{
-    Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, LayerError,
-    Sandbox, StoreError,
+    Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, Flag,
+    LayerError, Sandbox, StoreError,
 };
 
 /// Why a commit did not happen.
@@ -47,6 +48,11 @@ pub enum ReviewError {
         #[source]
         source: crate::lifecycle::RecordError,
     },
+    /// Changes to files the owner's configuration is read from (see
+    /// [`crate::owners_files`]), in a commit whose rules do not let them
+    /// land: the owner's word is the owner's to write.
+    #[error("nothing committed: {} change(s) write a file the owner's configuration is read from (a profile, a file a profile names, the daemon's settings); only the owner commits those", .0.len())]
+    OwnersFiles(Vec<Change>),
     #[error("nothing discarded: sandbox {0} is still running, so its changes are not final; stop it, review its changes, then discard")]
     RunningDiscard(String),
     #[error("nothing discarded: name the paths to discard (all of a sandbox's changes go with the sandbox)")]
@@ -117,14 +123,34 @@ pub fn still_running(sb: &Sandbox) -> bool {
     crate::lifecycle::liveness(sb).running() || matches!(sb.lock(), Err(StoreError::InUse { .. }))
 }
 
+/// Flag each change that writes, removes or replaces a file of `owners`
+/// on the host ([`crate::owners_files::FLAG`]); a change ignored by the
+/// workspace's own ignore files is shown all the same once flagged.
+pub fn flag_owners_files(sb: &Sandbox, changes: &mut [Change], owners: &OwnersFiles) {
+    let workspace = &sb.meta().workspace;
+    for c in changes.iter_mut() {
+        if c.paths().any(|p| owners.touched_by(&workspace.join(p))) {
+            c.flags.push(Flag {
+                rule: owners_files::FLAG,
+                reason: "the owner's configuration is read from this file (a catalogue profile or preset, a file a profile extends or names, the daemon's settings): what it says is taken as the owner's word".into(),
+                findings: Vec::new(),
+            });
+            c.ignored = false;
+        }
+    }
+}
+
 /// The changes of `paths` (all when empty), recorded as shown: a later
-/// [`commit`] applies a change only while it is what this showed.
+/// [`commit`] applies a change only while it is what this showed. A
+/// change to one of `owners`' files is flagged.
 pub fn review(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     content: bool,
+    owners: &OwnersFiles,
 ) -> Result<Vec<Change>, ReviewError> {
-    let changes = sb.diff(&diff_options(sb, paths, content))?;
+    let mut changes = sb.diff(&diff_options(sb, paths, content))?;
+    flag_owners_files(sb, &mut changes, owners);
     sb.record_review(&changes)?;
     Ok(changes)
 }
@@ -142,17 +168,27 @@ pub struct CommitRules {
     pub accept_flagged: bool,
     /// Apply changes the workspace's own ignore files ignore too.
     pub include_ignored: bool,
+    /// Let changes to the owner's configuration files land (flagged, so
+    /// with `accept_flagged` too): the owner's own commit only. Without
+    /// it such a change refuses the whole commit, whatever else is asked.
+    pub owners_files: bool,
 }
 
+/// `owners`: the owner's configuration files as they are now (computed
+/// again for each commit: the owner's configuration may have changed
+/// since the sandbox was made); a change to one is flagged, and refused
+/// unless `rules.owners_files`.
 pub fn commit(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     rules: CommitRules,
+    owners: &OwnersFiles,
 ) -> Result<CommitReport, ReviewError> {
     let CommitRules {
         force,
         accept_flagged,
         include_ignored,
+        owners_files,
     } = rules;
     let refused = |e: ReviewError| {
         let detail = e.to_string();
@@ -168,7 +204,16 @@ pub fn commit(
         StoreError::InUse { .. } => ReviewError::Running(sb.name().to_string()),
         e => ReviewError::Store(e),
     })?;
-    let preview = sb.diff(&diff_options(sb, paths.clone(), false))?;
+    let mut preview = sb.diff(&diff_options(sb, paths.clone(), false))?;
+    flag_owners_files(sb, &mut preview, owners);
+    let owners_changes: Vec<Change> = preview
+        .iter()
+        .filter(|c| c.flags.iter().any(|f| f.rule == owners_files::FLAG))
+        .cloned()
+        .collect();
+    if !owners_changes.is_empty() && !owners_files {
+        return Err(refused(ReviewError::OwnersFiles(owners_changes)));
+    }
     let flagged: Vec<Change> = preview
         .iter()
         .filter(|c| !c.flags.is_empty())

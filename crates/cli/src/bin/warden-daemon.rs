@@ -263,6 +263,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         e2b: args.e2b.or(e2b_file.listen),
         e2b_volumes: e2b_file.volumes,
         e2b_interpreter_start_within: e2b_file.interpreter_start_within,
+        // Absolute: the daemon keeps it from every token's workspace
+        // whatever directory it runs in.
+        config_file: args
+            .config
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         sessions: file.sessions,
         quotas: file.quotas,
         retention: file.retention,

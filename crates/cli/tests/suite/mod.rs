@@ -67,6 +67,7 @@ mod output_budget;
 mod own_grants;
 mod own_use_profiles;
 mod owner_caches;
+mod owners_files;
 mod ownership;
 mod parity;
 mod pause;

@@ -125,6 +125,25 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
             )
             .with_details(flag_list(&changes))
         }
+        ReviewError::OwnersFiles(changes) => {
+            let code = warden_runtime::owners_files::HOLDS_CONFIGURATION;
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "nothing committed: {} change(s) write a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings), which only the owner commits: {}; commit the other paths by name",
+                    changes.len(),
+                    changes
+                        .iter()
+                        .map(|c| warden_workspace::printable_path(&c.path))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .with_reason(Some(code))
+            .with_field(Some("/paths"))
+            .with_details(flag_list(&changes))
+        }
         ReviewError::Commit(CommitError::Conflicts { conflicts, .. }) => {
             let details = conflicts
                 .iter()
@@ -209,7 +228,8 @@ pub async fn changes(
     let content = q.content.unwrap_or(false);
     blocking(move || {
         let sb = layered(&app, &id)?;
-        let changes = review::review(&sb, paths, content).map_err(|e| review_error(e, &id))?;
+        let changes = review::review(&sb, paths, content, &app.owners_files())
+            .map_err(|e| review_error(e, &id))?;
         let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
         let ignored = changes.iter().filter(|c| c.ignored).count();
         let changes = changes
@@ -290,7 +310,12 @@ pub async fn commit(
                 force: req.force,
                 accept_flagged: req.accept_flagged,
                 include_ignored: req.include_ignored,
+                // The owner's word is the owner's to write: no token's
+                // commit lands a change to the owner's configuration,
+                // an admin's with `accept_flagged` included.
+                owners_files: matches!(caller, crate::auth::Caller::Owner),
             },
+            &app.owners_files(),
         )
         .map_err(|e| review_error(e, &id))?;
         Ok(Json(CommitAnswer {

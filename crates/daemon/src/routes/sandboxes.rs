@@ -156,13 +156,28 @@ pub async fn create(
                 ))
                 .with_field(Some("/workspace")));
             }
-            if !matches!(caller, Caller::Owner) && !app.workspace_allowed(&p) {
-                return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
-                )
-                .with_field(Some("/workspace")));
+            match app
+                .workspace_refused(&p)
+                .filter(|_| !matches!(caller, Caller::Owner))
+            {
+                None => {}
+                Some(code @ warden_runtime::owners_files::HOLDS_CONFIGURATION) => {
+                    return Err(ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        format!("workspace {w:?} holds a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings): a token's sandbox never writes the owner's word; name a directory without one"),
+                    )
+                    .with_reason(Some(code))
+                    .with_field(Some("/workspace")));
+                }
+                Some(_) => {
+                    return Err(ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
+                    )
+                    .with_field(Some("/workspace")));
+                }
             }
             Some(p)
         }

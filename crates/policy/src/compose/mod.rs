@@ -44,6 +44,12 @@ pub struct Composed {
     pub merged: Layer,
     /// Errors and warnings, each with its place.
     pub diagnostics: Vec<Diagnostic>,
+    /// Every file an `extends` named by path, at any depth, as expanded
+    /// (found or not: a file that does not exist yet is read once someone
+    /// makes it). With the catalogue's own entries, these are the files
+    /// whose text is taken with the trust of whoever wrote the profile
+    /// (the owner's closure: `warden_runtime::owners_files`).
+    pub files: Vec<std::path::PathBuf>,
 }
 
 impl Composed {
@@ -311,7 +317,10 @@ impl Loader<'_> {
             }
             let found = if is_path(&parent.value) {
                 match self.catalog.expand(&parent.value, src.dir.as_deref()) {
-                    Ok(p) => read_file(&p).map_err(|e| e.to_string()),
+                    Ok(p) => {
+                        self.out.files.push(p.clone());
+                        read_file(&p).map_err(|e| e.to_string())
+                    }
                     Err(e) => Err(e),
                 }
             } else {

@@ -1,0 +1,334 @@
+//! The files the owner's configuration is read from are never written by
+//! a token, attacked through the real daemon (outside review 20, finding
+//! 1). The owner keeps a project's warden settings in the project, under
+//! a `--workspace-root`, and uses them from the catalogue: a profile that
+//! `extends` the project's file by path, a catalogue entry that is a
+//! symbolic link to the project's `warden.yaml`, or the daemon's own
+//! `--config` file kept in a directory under a root. A token holder makes
+//! a sandbox over that project, appends a secret whose `from_command` is
+//! its own program to the file, commits, and names the owner's profile:
+//! before the fix the program ran on the host as root (a marker file
+//! appeared), and a settings file with `workspace_roots: [/]` gave the
+//! token every host directory after the owner's next restart. Now the
+//! workspace is refused at create (403, reason `holds_configuration`, at
+//! `/workspace`), and a change to such a file (the owner's configuration
+//! may come to name it after the create) is flagged `owner-config` in the
+//! review and refuses the token's commit; nothing is written, no program
+//! runs.
+//!
+//! The guard is on the writer's side, so it holds for every reader: the
+//! E2B door's templates, MCP's `create_sandbox`, `warden-oci`'s
+//! `warden.dev/profile` and the owner's command line read the same
+//! catalogue files through the same loader, and none of them gives a
+//! token a host workspace except through the checks exercised here (the
+//! E2B door's sandboxes have their own empty workspace; MCP over HTTP
+//! goes through the same `holds_configuration`).
+
+use crate::common::daemon::*;
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The owner's host: a configuration directory, a workspace root with
+/// projects, and where a token's program would leave its mark.
+struct Host {
+    dir: TempDir,
+    config: PathBuf,
+    root: PathBuf,
+    marker: PathBuf,
+}
+
+impl Host {
+    fn new(tag: &str) -> Host {
+        let dir = TempDir::new(tag);
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let root = dir.path().join("wsroot");
+        std::fs::create_dir_all(&root).unwrap();
+        let marker = dir.path().join("ran-on-host");
+        Host {
+            dir,
+            config,
+            root,
+            marker,
+        }
+    }
+
+    /// A project under the root holding `file` with `text`.
+    fn project(&self, name: &str, file: &str, text: &str) -> PathBuf {
+        let p = self.root.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join(file), text).unwrap();
+        p
+    }
+
+    fn profile(&self, name: &str) -> PathBuf {
+        self.config.join(format!("warden/profiles/{name}.yaml"))
+    }
+
+    fn daemon(&self, args: &[&str]) -> Daemon {
+        let p = self.dir.path();
+        Daemon::start_in(
+            None,
+            p,
+            true,
+            args,
+            &[("XDG_CONFIG_HOME", &self.config), ("HOME", &p.join("home"))],
+        )
+    }
+
+    fn daemon_over_root(&self) -> Daemon {
+        self.daemon(&["--workspace-root", self.root.to_str().unwrap()])
+    }
+
+    fn token(&self) -> String {
+        token(
+            self.dir.path(),
+            "agent",
+            &["sandboxes:write", "sandboxes:read", "exec"],
+        )
+    }
+
+    /// What a token appends to an owner's file: a secret whose source is
+    /// a program of its choosing, run on the host when a sandbox starts.
+    fn payload(&self) -> String {
+        format!(
+            "\nsecrets:\n  PWN:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n",
+            self.marker.display()
+        )
+    }
+}
+
+/// A JSON call over TCP with token `t`: (status, body as JSON).
+fn api(d: &Daemon, t: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
+    let bearer = format!("Bearer {t}");
+    let (s, b) = exchange(
+        method,
+        &url,
+        &[("authorization", &bearer)],
+        None,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ],
+    );
+    (
+        s,
+        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn create_over(
+    d: &Daemon,
+    t: &str,
+    name: &str,
+    ws: &Path,
+    start: bool,
+) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"name": name, "workspace": ws, "start": start}).to_string();
+    api(d, t, "POST", "/v1/sandboxes", &body)
+}
+
+fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
+    assert_eq!(s, 403, "{what}: {b}");
+    assert_eq!(b["reason"], "holds_configuration", "{what}: {b}");
+    assert_eq!(b["field"], "/workspace", "{what}: {b}");
+}
+
+fn sh(d: &Daemon, t: &str, id: &str, script: &str) {
+    let body = serde_json::json!({ "shell": script }).to_string();
+    let (s, r) = api(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["exit_status"], 0, "{script}: {r}");
+}
+
+/// The flag rules the review puts on `path`.
+fn flags_of(d: &Daemon, t: &str, id: &str, path: &str) -> Vec<String> {
+    let (s, r) = api(d, t, "GET", &format!("/v1/sandboxes/{id}/changes"), "");
+    assert_eq!(s, 200, "{r}");
+    r["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"] == path)
+        .flat_map(|c| c["flags"].as_array().cloned().unwrap_or_default())
+        .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The token names the owner's profile: a sandbox of it starts, and the
+/// program the token planted, had it landed, would have run by now.
+fn name_the_profile_and_check_nothing_ran(host: &Host, d: &Daemon, t: &str, profile: &str) {
+    let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
+    let (s, b) = api(d, t, "POST", "/v1/sandboxes", &body);
+    assert_eq!(s, 201, "the owner's profile still serves the token: {b}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !host.marker.exists(),
+        "the token's program ran on the host with the owner's trust"
+    );
+    api(d, t, "DELETE", "/v1/sandboxes/named", "");
+}
+
+#[test]
+fn a_token_gets_no_workspace_over_a_file_an_owners_profile_extends() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-extends");
+    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
+    let proj = host.project("proj4", "warden-base.yaml", base);
+    std::fs::write(
+        host.profile("proj4"),
+        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
+    )
+    .unwrap();
+    let other = host.project("other", "notes.txt", "x\n");
+    let d = host.daemon_over_root();
+    let t = host.token();
+    // The project, and the root above it: each holds the owner's file.
+    for ws in [&proj, &host.root] {
+        let (s, b) = create_over(&d, &t, "e1", ws, false);
+        assert_holds_configuration(s, &b, &ws.display().to_string());
+    }
+    // A project without one is the token's to work on.
+    let (s, b) = create_over(&d, &t, "fine", &other, false);
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(
+        std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
+        base
+    );
+    name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj4");
+}
+
+#[test]
+fn a_token_gets_no_workspace_over_a_project_file_a_catalogue_entry_links_to() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-linked");
+    let own = "description: proj5, kept in its repository\nresources:\n  memory: 256M\n";
+    let proj5 = host.project("proj5", "warden.yaml", own);
+    std::os::unix::fs::symlink(proj5.join("warden.yaml"), host.profile("proj5")).unwrap();
+    // A chain: the catalogue's entry links to a link in one directory,
+    // which leads to the file in another; retargeting the first link is
+    // as good as writing the file.
+    let proj6 = host.project("proj6", "warden.yaml", own);
+    let links = host.project("links", "readme", "links\n");
+    std::os::unix::fs::symlink(proj6.join("warden.yaml"), links.join("p6.yaml")).unwrap();
+    std::os::unix::fs::symlink(links.join("p6.yaml"), host.profile("proj6")).unwrap();
+    let d = host.daemon_over_root();
+    let t = host.token();
+    for ws in [&proj5, &proj6, &links] {
+        let (s, b) = create_over(&d, &t, "f1", ws, false);
+        assert_holds_configuration(s, &b, &ws.display().to_string());
+    }
+    name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj5");
+    name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj6");
+}
+
+#[test]
+fn a_token_gets_no_workspace_over_the_daemons_own_settings_file() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-config");
+    let settings = format!("workspace_roots: [{}]\n", host.root.display());
+    let serve = host.project("serve", "warden-serve.yaml", &settings);
+    let other = host.project("other", "notes.txt", "x\n");
+    let file = serve.join("warden-serve.yaml");
+    let d = host.daemon(&["--config", file.to_str().unwrap()]);
+    let t = host.token();
+    let (s, b) = create_over(&d, &t, "cfg", &serve, false);
+    assert_holds_configuration(s, &b, "the settings file's directory");
+    // The roots the file gives still serve.
+    let (s, b) = create_over(&d, &t, "fine", &other, false);
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), settings);
+}
+
+#[test]
+fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not_committed() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-later");
+    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
+    let proj = host.project("proj4", "warden-base.yaml", base);
+    // A second name of another owner's file, made in the project by the
+    // owner: the same file, whatever its path says.
+    let shared = host.dir.path().join("shared.yaml");
+    std::fs::write(&shared, base).unwrap();
+    std::fs::hard_link(&shared, proj.join("shared-link.yaml")).unwrap();
+    let d = host.daemon_over_root();
+    let t = host.token();
+    // Nothing of the owner's is in the project yet: the token may work
+    // on it.
+    let (s, b) = create_over(&d, &t, "e1", &proj, true);
+    assert_eq!(s, 201, "{b}");
+    let payload = host.payload();
+    sh(
+        &d,
+        &t,
+        "e1",
+        &format!(
+            "printf '%s' '{payload}' >> /workspace/warden-base.yaml && printf '%s' '{payload}' >> /workspace/shared-link.yaml && echo ok > /workspace/notes.txt"
+        ),
+    );
+    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/stop", "{}");
+    assert!(s < 300, "{s} {b}");
+    // The owner now keeps the project's file as a profile's base, and a
+    // secret read from the other.
+    std::fs::write(
+        host.profile("proj4"),
+        format!(
+            "extends: [{}]\nsecrets:\n  S:\n    from_file: {}\n    hosts: [example.com]\n",
+            proj.join("warden-base.yaml").display(),
+            shared.display()
+        ),
+    )
+    .unwrap();
+    for path in ["warden-base.yaml", "shared-link.yaml"] {
+        let rules = flags_of(&d, &t, "e1", path);
+        assert!(
+            rules.contains(&"owner-config".to_string()),
+            "{path}: {rules:?}"
+        );
+    }
+    assert!(flags_of(&d, &t, "e1", "notes.txt").is_empty());
+    for body in [
+        "{}",
+        r#"{"paths":["warden-base.yaml"]}"#,
+        r#"{"paths":["shared-link.yaml"]}"#,
+    ] {
+        let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/commit", body);
+        assert_eq!(s, 403, "{body}: {b}");
+        assert_eq!(b["reason"], "holds_configuration", "{body}: {b}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
+        base
+    );
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), base);
+    // The token's other work lands.
+    let (s, b) = api(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes/e1/commit",
+        r#"{"paths":["notes.txt"]}"#,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        std::fs::read_to_string(proj.join("notes.txt")).unwrap(),
+        "ok\n"
+    );
+    // Nor is the sandbox started again over the owner's file.
+    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/start", "{}");
+    assert_eq!(s, 403, "{b}");
+    name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj4");
+}

@@ -1,0 +1,290 @@
+//! The files the owner's configuration is read from, with the owner's
+//! trust: what nothing a token controls may write.
+//!
+//! A profile of the owner's catalogue is taken as the owner's word: it
+//! may name host paths, run a program on the host for a secret
+//! (`secrets.*.from_command`), trust an upstream authority, widen egress.
+//! The file it is read from is not always in the configuration directory:
+//! an entry there may be a symbolic link to a project's own `warden.yaml`,
+//! a profile may `extends` a file by path (kept with a project), a secret
+//! may be read from a file or produced by a program kept anywhere, and the
+//! daemon reads its own settings (`--config`) from wherever the owner
+//! keeps them. Whoever can write one of those files speaks with the
+//! owner's trust the next time any door (the API, the E2B door's
+//! templates, MCP, `warden-oci`'s pods, the owner's own command line)
+//! names that profile. A token's sandbox over a project, once its changes
+//! are committed, writes the project: so the files are computed here, as
+//! one closure, and the daemon keeps every token's workspace and commit
+//! away from them ([`OwnersFiles::held_by`], [`OwnersFiles::touched_by`]).
+//!
+//! The closure holds: the configuration directory and warden's state
+//! (whole directories); every entry of the catalogue's `profiles/` and
+//! `presets/`; each `extends` target named by path, at any depth, found or
+//! not (a file that does not exist yet is read once someone makes it);
+//! each secret's `from_file`, and each absolute path in a `from_command`
+//! (the program and any script it is given); each `egress.upstream_ca`;
+//! and the files a door adds (the daemon's `--config`). Each path is
+//! resolved one component at a time, so that every symbolic link on the
+//! way is in the closure as well as what it leads to (retargeting a link
+//! is writing the file), and each file that exists is kept by its
+//! identity (device and inode) too, so that a second name for it (a hard
+//! link) is known as it.
+//!
+//! Computed afresh at each check: the owner's configuration may change
+//! between a sandbox's create and its commit.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use warden_policy::compose::{compose, Catalog, Layer};
+use warden_policy::{Field, SecretSource, SecretSpec};
+
+/// The reason code of a refusal to let a token's workspace or commit
+/// reach a file of the owner's configuration.
+pub const HOLDS_CONFIGURATION: &str = "holds_configuration";
+
+/// The flag a review puts on a change to one of them.
+pub const FLAG: &str = "owner-config";
+
+/// Links followed in one path before giving up (the kernel's own bound).
+const MAX_LINKS: usize = 40;
+
+/// The owner's configuration, as files and directories on the host.
+#[derive(Debug, Clone, Default)]
+pub struct OwnersFiles {
+    /// Directories wholly the owner's, real paths.
+    dirs: Vec<PathBuf>,
+    /// Each file read with the owner's trust and each symbolic link on
+    /// the way to it, by real path (the link's own, not its target's).
+    paths: Vec<PathBuf>,
+    /// The identity (device, inode) of each of them that exists.
+    ids: Vec<(u64, u64)>,
+}
+
+impl OwnersFiles {
+    /// The closure of what `catalog` reads with the owner's trust, with
+    /// the directories `dirs` (warden's state) and the files `files` (a
+    /// door's own settings file) added.
+    pub fn of(catalog: &Catalog, dirs: &[&Path], files: &[PathBuf]) -> OwnersFiles {
+        let mut out = OwnersFiles::default();
+        for d in catalog
+            .config_dir
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(dirs.iter().copied())
+        {
+            out.dirs.push(match d.is_absolute() {
+                true => walk(d).0,
+                false => std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()),
+            });
+        }
+        let mut named: Vec<PathBuf> = files.to_vec();
+        for kind in ["profiles", "presets"] {
+            named.extend(entries(catalog, kind));
+        }
+        for (name, label) in catalog.profile_names() {
+            if label.starts_with("builtin:") {
+                continue;
+            }
+            named.extend(profile_names_files(catalog, &name));
+        }
+        for p in named {
+            out.add(&p);
+        }
+        out.paths.sort();
+        out.paths.dedup();
+        out.ids.sort_unstable();
+        out.ids.dedup();
+        out
+    }
+
+    /// Every link on the way to `p` and what it leads to.
+    fn add(&mut self, p: &Path) {
+        if !p.is_absolute() {
+            return;
+        }
+        let (real, links) = walk(p);
+        self.paths.extend(links);
+        if let Ok(m) = std::fs::metadata(&real) {
+            self.ids.push((m.dev(), m.ino()));
+        }
+        self.paths.push(real);
+    }
+
+    /// Whether the directory `dir` (a real path) holds one of the owner's
+    /// files or directories, or lies inside one of the owner's
+    /// directories: a workspace there could write it.
+    pub fn held_by(&self, dir: &Path) -> bool {
+        self.dirs
+            .iter()
+            .any(|d| d.starts_with(dir) || dir.starts_with(d))
+            || self.paths.iter().any(|p| p.starts_with(dir))
+    }
+
+    /// Whether writing, removing or replacing the host's entry at `path`
+    /// (which need not exist; a link there is not followed) changes one
+    /// of the owner's files: it is one of them (by path, or by identity
+    /// under another name), a directory holding one, or lies in one of
+    /// the owner's directories.
+    pub fn touched_by(&self, path: &Path) -> bool {
+        let path = real_parent(path);
+        if self.held_by(&path) {
+            return true;
+        }
+        std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.is_file() && self.ids.contains(&(m.dev(), m.ino())))
+    }
+}
+
+/// The entries of the catalogue's `kind` directory (links as they are).
+fn entries(catalog: &Catalog, kind: &str) -> Vec<PathBuf> {
+    let Some(dir) = catalog.config_dir.as_ref().map(|d| d.join(kind)) else {
+        return Vec::new();
+    };
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    list.flatten().map(|e| e.path()).collect()
+}
+
+/// The files the owner's profile `name` names with the owner's trust:
+/// its `extends` targets by path (at any depth), its secrets' files and
+/// programs, its upstream authorities.
+fn profile_names_files(catalog: &Catalog, name: &str) -> Vec<PathBuf> {
+    let Ok(composed) = compose(catalog, Some(name), &Layer::default()) else {
+        return Vec::new();
+    };
+    let mut out = composed.files;
+    out.extend(composed.merged.paths(Field::UpstreamCa));
+    for entry in composed.merged.pairs(Field::Secret) {
+        match SecretSpec::parse(&entry).map(|s| s.source) {
+            Ok(SecretSource::File(p)) => out.push(p),
+            Ok(SecretSource::Command(argv)) => {
+                out.extend(argv.iter().map(PathBuf::from).filter(|p| p.is_absolute()))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `path` with its parent directory resolved and its last component kept
+/// as it is (a link there is the entry itself).
+fn real_parent(path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Resolve absolute `p` one component at a time: its real path (the part
+/// that does not exist taken as written) and the real path of every
+/// symbolic link met on the way.
+fn walk(p: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let mut links = Vec::new();
+    let mut pending: VecDeque<OsString> = parts(p);
+    let mut cur = PathBuf::from("/");
+    let mut followed = 0;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&part);
+        let link = std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
+        let target = link
+            .then(|| std::fs::read_link(&next).ok())
+            .flatten()
+            .filter(|_| followed < MAX_LINKS);
+        match target {
+            Some(t) => {
+                followed += 1;
+                links.push(next);
+                if t.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                for q in parts(&t).into_iter().rev() {
+                    pending.push_front(q);
+                }
+            }
+            None => cur = next,
+        }
+    }
+    (cur, links)
+}
+
+/// The named components of `p` (`.` dropped, `..` kept).
+fn parts(p: &Path) -> VecDeque<OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner_at(dir: &Path) -> Catalog {
+        Catalog {
+            home: None,
+            config_dir: Some(dir.join("config")),
+        }
+    }
+
+    #[test]
+    fn an_extends_target_a_linked_profile_and_a_secret_program_are_the_owners() {
+        let t = std::env::temp_dir().join(format!("warden-owners-files-{}", std::process::id()));
+        let _ = warden_workspace::fsutil::remove_tree(&t);
+        std::fs::create_dir_all(&t).unwrap();
+        let root = t.canonicalize().unwrap();
+        let profiles = root.join("config/profiles");
+        let proj = root.join("proj");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("base.yaml"), "resources:\n  memory: 256M\n").unwrap();
+        std::fs::write(
+            profiles.join("four.yaml"),
+            format!(
+                "extends: [{}, {}]\nsecrets:\n  S:\n    from_command: [/bin/sh, {}]\n    hosts: [example.com]\n",
+                proj.join("base.yaml").display(),
+                proj.join("later.yaml").display(),
+                proj.join("get.sh").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(proj.join("warden.yaml"), "resources:\n  memory: 256M\n").unwrap();
+        std::os::unix::fs::symlink(proj.join("link.yaml"), profiles.join("five.yaml")).unwrap();
+        std::os::unix::fs::symlink("warden.yaml", proj.join("link.yaml")).unwrap();
+        std::fs::write(proj.join("other.txt"), "not the owner's").unwrap();
+        std::fs::hard_link(proj.join("base.yaml"), root.join("second-name.yaml")).unwrap();
+
+        let owners = OwnersFiles::of(&owner_at(&root), &[], &[]);
+        for p in [
+            "base.yaml",
+            "later.yaml",
+            "get.sh",
+            "link.yaml",
+            "warden.yaml",
+        ] {
+            assert!(owners.touched_by(&proj.join(p)), "{p} is the owner's");
+        }
+        assert!(
+            owners.touched_by(&root.join("second-name.yaml")),
+            "a hard link is the file"
+        );
+        assert!(!owners.touched_by(&proj.join("other.txt")));
+        assert!(owners.touched_by(&proj), "the directory holding them");
+        assert!(owners.held_by(&proj));
+        assert!(owners.held_by(&root.join("config/profiles")));
+        assert!(!owners.held_by(&root.join("elsewhere")));
+        warden_workspace::fsutil::remove_tree(&t).unwrap();
+    }
+}
