@@ -57,7 +57,10 @@ export function changesView(root, id) {
 
   function card(c) {
     const content = c.content;
-    const size = content && content.type === 'text' ? `+${content.added} −${content.removed}` : content && content.type === 'binary' ? `binary ${content.old_size} → ${content.new_size} bytes` : '';
+    const size = content && content.type === 'text' ? `+${content.added} −${content.removed}${content.coarse ? ' (coarse diff: cut at its deadline)' : ''}`
+      : content && content.type === 'binary' ? `binary ${content.old_size} → ${content.new_size} bytes`
+      : content && content.type === 'not_diffed' ? `text ${content.old_lines} → ${content.new_lines} lines, not diffed: ${content.reason === 'too_many_lines' ? 'too many lines' : "the review's time was spent on other files"}`
+      : '';
     return h('article', { class: `card change${c.flags.length ? ' flagged' : ''}`, dataset: { path: c.path } },
       h('header', { class: 'row' },
         h('h3', {}, h('code', {}, c.path)),

@@ -84,10 +84,57 @@ pub enum Content {
         removed: usize,
         #[serde(skip_serializing_if = "Option::is_none")]
         patch: Option<String>,
+        /// The diff stopped at its deadline (see `crate::textdiff`): whole
+        /// runs of lines are shown removed and added where a longer search
+        /// might have matched some; every line is there all the same.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        coarse: bool,
     },
-    /// At least one side is not text (or too large to diff by lines).
+    /// At least one side is not text (or larger than 8 MiB).
     Binary { old_size: u64, new_size: u64 },
+    /// Both sides are text, but not diffed line by line, for `reason`:
+    /// their line counts and sizes say how large the change is.
+    NotDiffed {
+        old_lines: usize,
+        new_lines: usize,
+        old_size: u64,
+        new_size: u64,
+        reason: Cut,
+    },
 }
+
+/// Why a text file's change was not diffed line by line (a stable code in
+/// JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cut {
+    /// More lines on one side than a review diffs
+    /// ([`crate::textdiff::MAX_LINES`]).
+    TooManyLines,
+    /// The review's time for line diffs ([`crate::textdiff::REVIEW_BUDGET`])
+    /// was spent on the files before it.
+    TimeBudget,
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cut::TooManyLines => write!(
+                f,
+                "more than {} lines, too large to diff",
+                crate::textdiff::MAX_LINES
+            ),
+            Cut::TimeBudget => write!(
+                f,
+                "the review's {} s for line diffs was spent on other files; review this one alone to see its diff",
+                crate::textdiff::REVIEW_BUDGET.as_secs()
+            ),
+        }
+    }
+}
+
+/// The line a patch cut short at its deadline is preceded by.
+pub const COARSE_NOTE: &str = "coarse diff: the line diff stopped at its deadline; runs of lines are shown removed and added whole";
 
 impl std::fmt::Display for Content {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -97,6 +144,15 @@ impl std::fmt::Display for Content {
             Content::Binary { old_size, new_size } => {
                 write!(f, "binary files differ ({old_size} → {new_size} bytes)")
             }
+            Content::NotDiffed {
+                old_lines,
+                new_lines,
+                reason,
+                ..
+            } => write!(
+                f,
+                "changed, {old_lines} → {new_lines} lines, not diffed: {reason}"
+            ),
         }
     }
 }

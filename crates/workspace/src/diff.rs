@@ -19,7 +19,8 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-/// Files larger than this are compared but not diffed line by line.
+/// Files larger than this are compared but not diffed line by line (see
+/// `crate::textdiff` for the bounds on the files that are).
 const TEXT_DIFF_LIMIT: u64 = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -226,8 +227,10 @@ fn finish(
         pair_renames(low, upper, &mut changes)?;
     }
     if opts.content {
+        // One budget for all the review's line diffs (see `crate::textdiff`).
+        let budget = crate::textdiff::Budget::new();
         for c in &mut changes {
-            c.content = content_of(low, upper, c, opts.patches)?;
+            c.content = content_of(low, upper, c, opts.patches, &budget)?;
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
@@ -576,6 +579,7 @@ fn content_of(
     upper: &Path,
     c: &Change,
     patches: bool,
+    budget: &crate::textdiff::Budget,
 ) -> Result<Option<Content>, DiffError> {
     let file = |e: &Option<Entry>| e.as_ref().filter(|e| e.kind == EntryKind::File).cloned();
     let (old, new) = (file(&c.old), file(&c.new));
@@ -619,38 +623,25 @@ fn content_of(
     let (Some(ta), Some(tb)) = (text(&a), text(&b)) else {
         return Ok(Some(Content::Binary { old_size, new_size }));
     };
-    let diff = similar::TextDiff::from_lines(ta, tb);
-    let (mut added, mut removed) = (0, 0);
-    for op in diff.ops() {
-        for ch in diff.iter_changes(op) {
-            match ch.tag() {
-                similar::ChangeTag::Insert => added += 1,
-                similar::ChangeTag::Delete => removed += 1,
-                similar::ChangeTag::Equal => {}
-            }
+    let name = |p: &Path, side: &str, present: bool| {
+        if present {
+            format!("{side}/{}", crate::printable_path(p))
+        } else {
+            "/dev/null".to_string()
         }
-    }
-    let patch = patches.then(|| {
-        let name = |p: &Path, side: &str, present: bool| {
-            if present {
-                format!("{side}/{}", crate::printable_path(p))
-            } else {
-                "/dev/null".to_string()
-            }
-        };
-        diff.unified_diff()
-            .context_radius(3)
-            .header(
-                &name(old_path, "a", old.is_some()),
-                &name(&c.path, "b", new.is_some()),
-            )
-            .to_string()
-    });
-    Ok(Some(Content::Text {
-        added,
-        removed,
-        patch,
-    }))
+    };
+    let (a_name, b_name) = (
+        name(old_path, "a", old.is_some()),
+        name(&c.path, "b", new.is_some()),
+    );
+    let headers = patches.then_some((a_name.as_str(), b_name.as_str()));
+    Ok(Some(crate::textdiff::diff(
+        ta,
+        tb,
+        (old_size, new_size),
+        headers,
+        budget,
+    )))
 }
 
 /// A `--stat` summary: one line per change and a total.
@@ -672,15 +663,39 @@ pub fn stat(changes: &[Change]) -> String {
             None => crate::printable_path(&c.path),
         };
         let what = match (&c.content, c.kind) {
-            (Some(Content::Text { added, removed, .. }), _) => {
+            (
+                Some(Content::Text {
+                    added,
+                    removed,
+                    coarse,
+                    ..
+                }),
+                _,
+            ) => {
                 ins += added;
                 del += removed;
                 format!(
-                    "{:>5} {}{}",
+                    "{:>5} {}{}{}",
                     added + removed,
                     "+".repeat((*added).min(40)),
-                    "-".repeat((*removed).min(40))
+                    "-".repeat((*removed).min(40)),
+                    if *coarse { " (coarse)" } else { "" }
                 )
+            }
+            (
+                Some(Content::NotDiffed {
+                    old_lines,
+                    new_lines,
+                    reason,
+                    ..
+                }),
+                _,
+            ) => {
+                let why = match reason {
+                    crate::change::Cut::TooManyLines => "too many lines",
+                    crate::change::Cut::TimeBudget => "out of time",
+                };
+                format!("  Text {old_lines} → {new_lines} lines, not diffed ({why})")
             }
             (Some(Content::Binary { old_size, new_size }), _) => {
                 format!("  Bin {old_size} → {new_size} bytes")

@@ -37,6 +37,7 @@ mod real;
 pub mod review;
 pub mod saved;
 pub mod store;
+pub mod textdiff;
 pub mod treecopy;
 mod view;
 mod wire;
@@ -44,7 +45,7 @@ mod wire;
 pub use anchor::{
     refused_at_start, WorkspaceId, WorkspaceRefused, WORKSPACE_LINK, WORKSPACE_MOVED,
 };
-pub use change::{is_format, printable, printable_name, printable_path};
+pub use change::{is_format, printable, printable_name, printable_path, Cut, COARSE_NOTE};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
 pub use diff::{

@@ -7,7 +7,9 @@ use clap::Args;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use warden_audit::WorkspaceAction;
-use warden_workspace::{ChangeKind, CommitOptions, Content, Decision, DiffOptions, Sandbox, Store};
+use warden_workspace::{
+    ChangeKind, CommitOptions, Content, Decision, DiffOptions, Sandbox, Store, COARSE_NOTE,
+};
 
 #[derive(Args)]
 pub struct DiffArgs {
@@ -363,7 +365,14 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
             )?;
         }
         match &c.content {
-            Some(Content::Text { patch: Some(p), .. }) => {
+            Some(Content::Text {
+                patch: Some(p),
+                coarse,
+                ..
+            }) => {
+                if *coarse {
+                    writeln!(out, "{}", paint("33", &format!("  ({COARSE_NOTE})")))?;
+                }
                 for line in p.lines() {
                     let line = &printable(line);
                     let styled = if line.starts_with("+++") || line.starts_with("---") {
@@ -592,7 +601,14 @@ fn show(sb: &Sandbox, c: &warden_workspace::Change) {
         .and_then(|all| all.into_iter().find(|d| d.path == c.path))
         .and_then(|d| d.content);
     match content {
-        Some(Content::Text { patch: Some(p), .. }) => {
+        Some(Content::Text {
+            patch: Some(p),
+            coarse,
+            ..
+        }) => {
+            if coarse {
+                eprintln!("  ({COARSE_NOTE})");
+            }
             for line in p.lines() {
                 eprintln!("{}", printable(line));
             }

@@ -88,6 +88,7 @@ mod review13_quota;
 mod review13_records;
 mod review14_landing;
 mod review2_attacks;
+mod review_cost;
 mod rootless_limits;
 mod second_week;
 mod secrets;

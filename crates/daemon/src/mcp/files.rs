@@ -217,8 +217,32 @@ impl Session {
                 .and_then(|d| d.get("patch"))
                 .and_then(|p| p.as_str())
             {
+                if content.and_then(|d| d.get("coarse")) == Some(&serde_json::Value::Bool(true)) {
+                    text.push_str(&format!("\n  ({})", warden_workspace::COARSE_NOTE));
+                }
                 text.push('\n');
                 text.push_str(patch);
+            } else if content.and_then(|d| d.get("type")).and_then(|t| t.as_str())
+                == Some("not_diffed")
+            {
+                let n = |k: &str| {
+                    content
+                        .and_then(|d| d.get(k))
+                        .and_then(|v| v.as_u64())
+                        .unwrap_or(0)
+                };
+                let why = match content
+                    .and_then(|d| d.get("reason"))
+                    .and_then(|r| r.as_str())
+                {
+                    Some("too_many_lines") => "too many lines to diff",
+                    _ => "the review's time for line diffs was spent on other files",
+                };
+                text.push_str(&format!(
+                    "\n  (text not diffed, {why}: {} lines before, {} after)",
+                    n("old_lines"),
+                    n("new_lines")
+                ));
             } else if content.and_then(|d| d.get("type")).and_then(|t| t.as_str()) == Some("binary")
             {
                 text.push_str(&format!(

@@ -6,4 +6,5 @@ mod git_reads;
 mod layer_attacks;
 mod overlay;
 mod review_attacks;
+mod review_cost;
 mod unprivileged;

@@ -120,6 +120,7 @@ fn diff_reports_every_kind_of_change(mount: Mount) {
             added: 1,
             removed: 0,
             patch: Some(p),
+            coarse: false,
         }) => assert!(p.contains("+four"), "{p}"),
         other => panic!("text.txt content: {other:?}"),
     }
