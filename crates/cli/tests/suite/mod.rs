@@ -48,6 +48,7 @@ mod fork_quota;
 mod fresh_machine;
 mod frictions;
 mod gvisor;
+mod gvisor_leftovers;
 mod gvisor_pause;
 mod gvisor_quota;
 mod hard_link_copies;

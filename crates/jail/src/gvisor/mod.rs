@@ -14,6 +14,7 @@
 //! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
 
 pub mod bundle;
+mod leftovers;
 pub(crate) mod modes;
 mod mount;
 pub mod net;
@@ -465,6 +466,7 @@ impl Dir {
         use std::os::unix::fs::DirBuilderExt;
         let base = state_dir().ok_or(GvisorError::NoStateDir)?.join("gvisor");
         let n = RUNS.fetch_add(1, Ordering::Relaxed);
+        leftovers::sweep(&base);
         let path = base.join(format!("{}-{}-{n}", container_id(id), std::process::id()));
         let _ = warden_workspace::fsutil::remove_tree(&path);
         std::fs::DirBuilder::new()
@@ -637,14 +639,17 @@ fn start_runsc(
             .stdout(Stdio::null())
             .stderr(Stdio::null());
     }
+    // runsc ends with this process, however it ends (`leftovers`).
+    let supervisor = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the child between fork and exec and
-    // calls only write(2), the mount calls of `WorkspaceMount::in_child`
-    // and the seccomp, sendmsg and close calls of `ModeFilter::in_child`,
-    // which are async-signal-safe, on descriptors opened and strings and
-    // filters made before the fork and buffers on the stack; "0" moves the
-    // writer.
+    // calls only prctl(2), getppid(2), write(2), the mount calls of
+    // `WorkspaceMount::in_child` and the seccomp, sendmsg and close calls
+    // of `ModeFilter::in_child`, which are async-signal-safe, on
+    // descriptors opened and strings and filters made before the fork and
+    // buffers on the stack; "0" moves the writer.
     unsafe {
         cmd.pre_exec(move || {
+            leftovers::dies_with(supervisor)?;
             for fd in &raw {
                 if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(std::io::Error::last_os_error());
