@@ -33,6 +33,7 @@ mod degraded_fd_twins;
 mod desktop;
 mod desktop_api;
 mod detection;
+mod devtools_urls;
 mod disk;
 mod door_records;
 mod egress;

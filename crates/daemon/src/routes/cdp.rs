@@ -3,10 +3,12 @@
 //! discovery endpoints (`/json/version`, `/json/list`) and the DevTools
 //! WebSockets, proxied to the sandbox's own 127.0.0.1:9222 through
 //! connections its init opens (see [`super::inside`]). Each answer's
-//! `webSocketDebuggerUrl` is rewritten to this daemon's own route, so a
+//! `webSocketDebuggerUrl` is rebuilt as this daemon's own route, so a
 //! client follows it back here, with its token, and never learns an
-//! address it could not reach anyway. Needs `desktop:control`: DevTools
-//! drive the browser entirely.
+//! address it could not reach anyway; those answers come from inside
+//! the sandbox, so only a strict shape of them is passed on
+//! ([`shape`]). Needs `desktop:control`: DevTools drive the browser
+//! entirely.
 //!
 //! The daemon's requests to Chromium are its own: the client's headers
 //! (its token, cookies, `Origin`) are not passed on.
@@ -26,6 +28,8 @@ use super::inside::{self, DEVTOOLS_PORT};
 use crate::app::App;
 use crate::credential::Credential;
 use crate::error::{ApiError, Problem};
+
+mod shape;
 
 /// Most bytes of a discovery answer read from Chromium.
 const MAX_JSON: usize = 1 << 20;
@@ -86,35 +90,6 @@ fn own_host(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-/// Point one target's (or the browser's) `webSocketDebuggerUrl` at this
-/// daemon's route, and drop the addresses only the sandbox can reach.
-fn rewrite(v: &mut serde_json::Value, id: &str, host: &str) {
-    let Some(obj) = v.as_object_mut() else {
-        return;
-    };
-    obj.remove("devtoolsFrontendUrl");
-    obj.remove("devtoolsFrontendUrlCompat");
-    let Some(url) = obj.get("webSocketDebuggerUrl").and_then(|u| u.as_str()) else {
-        return;
-    };
-    let path = url
-        .strip_prefix("ws://")
-        .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
-        .filter(|p| p.starts_with("/devtools/"));
-    match path {
-        Some(p) => {
-            let ours = format!(
-                "ws://{host}/v1/sandboxes/{}/desktop/cdp{p}",
-                percent_path(id)
-            );
-            obj.insert("webSocketDebuggerUrl".into(), ours.into());
-        }
-        None => {
-            obj.remove("webSocketDebuggerUrl");
-        }
-    }
-}
-
 /// A sandbox's id as one path segment.
 fn percent_path(id: &str) -> String {
     id.bytes()
@@ -129,8 +104,11 @@ fn percent_path(id: &str) -> String {
 }
 
 async fn version(app: Arc<App>, id: String, headers: HeaderMap) -> Result<Response, ApiError> {
-    let mut v = fetch(&app, &id, "/json/version").await?;
-    rewrite(&mut v, &id, &own_host(&headers));
+    let v = fetch(&app, &id, "/json/version").await?;
+    let v = shape::version(&v, &percent_path(&id), &own_host(&headers)).map_err(|why| {
+        ApiError::new(axum::http::StatusCode::BAD_GATEWAY, "bad_gateway", why)
+            .with_reason(Some(shape::REFUSED))
+    })?;
     Ok(Json(v).into_response())
 }
 
@@ -169,26 +147,24 @@ pub async fn json_list(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let mut v = fetch(&app, &id, "/json/list").await?;
-    let host = own_host(&headers);
-    if let Some(targets) = v.as_array_mut() {
-        for t in targets {
-            rewrite(t, &id, &host);
-        }
-    }
-    Ok(Json(v).into_response())
+    let v = fetch(&app, &id, "/json/list").await?;
+    let (host, sandbox) = (own_host(&headers), percent_path(&id));
+    let targets: Vec<serde_json::Value> = v
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| shape::target(t, &sandbox, &host))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Json(targets).into_response())
 }
 
 /// Whether `kind` and `target` name a DevTools endpoint as Chromium
-/// spells them (`browser` or `page`, then a GUID or hex id).
+/// spells them (`browser` or `page`, then a GUID or hex id): the one
+/// shape [`shape`] passes on.
 fn check_target(kind: &str, target: &str) -> Result<(), ApiError> {
-    let ok_kind = matches!(kind, "browser" | "page" | "worker" | "shared_worker");
-    let ok_target = !target.is_empty()
-        && target.len() <= 64
-        && target
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if ok_kind && ok_target {
+    if shape::is_endpoint(kind, target) {
         Ok(())
     } else {
         Err(ApiError::bad_request(format!(
@@ -312,32 +288,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn debugger_urls_point_at_the_daemon_and_nothing_else_of_the_sandbox_shows() {
-        let mut v = serde_json::json!({
-            "Browser": "Chrome/140",
-            "webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/1b2c-3d",
-            "devtoolsFrontendUrl": "/devtools/inspector.html?ws=127.0.0.1:9222/devtools/page/X",
-        });
-        rewrite(&mut v, "my box", "127.0.0.1:8080");
-        assert_eq!(
-            v["webSocketDebuggerUrl"],
-            "ws://127.0.0.1:8080/v1/sandboxes/my%20box/desktop/cdp/devtools/browser/1b2c-3d"
-        );
-        assert!(v.get("devtoolsFrontendUrl").is_none());
-        let mut odd = serde_json::json!({"webSocketDebuggerUrl": "ws://evil.example/x"});
-        rewrite(&mut odd, "a", "h");
-        assert!(odd.get("webSocketDebuggerUrl").is_none());
-    }
-
-    #[test]
     fn only_devtools_endpoints_are_proxied() {
         assert!(check_target("browser", "1b2c-3d4e").is_ok());
         assert!(check_target("page", "ABCDEF0123").is_ok());
         for (k, t) in [
             ("json", "x"),
+            ("worker", "AB12"),
             ("page", "../x"),
+            ("page", ".."),
             ("page", ""),
             ("page", "a%2fb"),
+            ("page", "XYZ"),
         ] {
             assert!(check_target(k, t).is_err(), "{k}/{t}");
         }
