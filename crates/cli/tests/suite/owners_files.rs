@@ -332,3 +332,57 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
     assert_eq!(s, 403, "{b}");
     name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj4");
 }
+
+#[test]
+fn a_tokens_e2b_sandbox_mounts_no_writable_volume_over_the_owners_files() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-e2b");
+    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
+    let proj = host.project("proj4", "warden-base.yaml", base);
+    std::fs::write(
+        host.profile("proj4"),
+        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
+    )
+    .unwrap();
+    std::fs::write(host.profile("small"), "resources:\n  memory: 256M\n").unwrap();
+    // The owner offers the project to E2B clients as a volume: writable,
+    // its writes merged into the directory when the sandbox stops.
+    let file = host.dir.path().join("daemon.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "e2b:\n  volumes:\n    proj: {{path: {}, writable: true, tokens: [\"*\"]}}\n    docs: {{path: {}, tokens: [\"*\"]}}\n",
+            proj.display(),
+            proj.display()
+        ),
+    )
+    .unwrap();
+    let e2b = format!("127.0.0.1:{}", free_port());
+    let d = host.daemon(&["--config", file.to_str().unwrap(), "--e2b", &e2b]);
+    let key = host.token();
+    let door = e2b_calls_as(&d, key);
+    let (s, b) = door(
+        "POST",
+        "/sandboxes",
+        Some(
+            r#"{"templateID":"small","timeout":60,"volumeMounts":[{"name":"proj","path":"/mnt/proj"}]}"#,
+        ),
+    );
+    assert!((400..500).contains(&s), "{s} {b}");
+    assert!(b.contains("owner's configuration"), "{b}");
+    // Read-only, it is only read.
+    let (s, b) = door(
+        "POST",
+        "/sandboxes",
+        Some(
+            r#"{"templateID":"small","timeout":60,"volumeMounts":[{"name":"docs","path":"/mnt/docs"}]}"#,
+        ),
+    );
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(
+        std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
+        base
+    );
+}

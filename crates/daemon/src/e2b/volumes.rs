@@ -482,6 +482,18 @@ pub(super) fn mounts_of(
         let (host, writable) = match mine.iter().find(|v| v.name == m.name) {
             Some(v) => (root(app).join(&v.id).join("data"), true),
             None => match super::declared::find(&app.e2b_volumes, caller, &m.name) {
+                // A writable volume's writes are merged into its directory
+                // when the sandbox stops: never into the owner's
+                // configuration for a token (`crate::app::App::holds_configuration`).
+                Some(d)
+                    if d.writable
+                        && !matches!(caller, Caller::Owner)
+                        && app.holds_configuration(&d.path) =>
+                {
+                    return Err(format!(
+                        "volumeMounts[{i}].name {shown:?}: the volume's directory holds a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings), which no token's sandbox writes; the owner declares it read-only, or keeps that file elsewhere"
+                    ));
+                }
                 Some(d) => (d.path.clone(), d.writable),
                 None => {
                     return Err(format!(
