@@ -57,6 +57,7 @@ mod home;
 mod host_identity;
 mod input_checks;
 mod isolation;
+mod judge_cpu;
 mod landing_modes;
 mod layer_attacks;
 mod lifecycle;

@@ -29,6 +29,7 @@ mod attrs;
 mod caller;
 pub mod exec;
 mod links;
+mod pace;
 pub mod rule;
 mod walk;
 
@@ -154,16 +155,18 @@ fn load(program: &[u8], listen: bool) -> Result<Option<OwnedFd>, Errno> {
 /// at or after `since` (the sandbox's start, on the coarse real-time
 /// clock file systems stamp births with) are the sandbox's own. With an
 /// allowlist, its execs are judged too, and each refusal is written to
-/// `records` ([`exec::RecordReader`]).
+/// `records` ([`exec::RecordReader`]). `cpus`: the sandbox's CPU limit,
+/// which the judging is held to as well ([`pace`]).
 pub(crate) fn watch(
     channel: OwnedFd,
     since: (i64, u32),
     records: Option<OwnedFd>,
+    cpus: Option<f64>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve(channel, since, records))
+        .spawn(move || serve(channel, since, records, cpus))
         .map(drop)
 }
 
@@ -178,7 +181,7 @@ pub(crate) fn watch_helper(channel: OwnedFd, since: (i64, u32)) -> std::io::Resu
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, None, true))
+        .spawn(move || serve_as(channel, since, None, true, None))
         .map(drop)
 }
 
@@ -190,7 +193,7 @@ pub(crate) fn watch_unprivileged(channel: OwnedFd, since: (i64, u32)) -> std::io
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, None, false))
+        .spawn(move || serve_as(channel, since, None, false, None))
         .map(drop)
 }
 
@@ -200,12 +203,19 @@ pub(crate) fn now() -> (i64, u32) {
     (t.tv_sec, u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
-fn serve(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>) {
-    serve_as(channel, since, records, false)
+fn serve(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, cpus: Option<f64>) {
+    serve_as(channel, since, records, false, cpus)
 }
 
-/// `helper`: the calls are a helper's (see [`watch_helper`]).
-fn serve_as(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, helper: bool) {
+/// `helper`: the calls are a helper's (see [`watch_helper`]); `cpus`: the
+/// sandbox's CPU limit, the judge's too ([`pace`]).
+fn serve_as(
+    channel: OwnedFd,
+    since: (i64, u32),
+    records: Option<OwnedFd>,
+    helper: bool,
+    cpus: Option<f64>,
+) {
     let mut first = [0u8; 1];
     let received = loop {
         match crate::fdpass::recv(channel.as_fd(), &mut first) {
@@ -234,6 +244,9 @@ fn serve_as(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, helpe
         helper,
     };
     let mut failures = 0;
+    // Started once the sandbox's filter is in place: waiting for the init
+    // costs no CPU, and the start is never paced.
+    let mut pace = pace::Pace::new(cpus);
     while readable(&listener) {
         let Ok(req) = ScmpNotifReq::receive(listener.as_raw_fd()) else {
             // The caller went away between the wake-up and the receipt.
@@ -262,6 +275,11 @@ fn serve_as(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, helpe
         };
         // A caller killed meanwhile is no longer waiting: nothing to do.
         let _ = resp.respond(listener.as_raw_fd());
+        // Past the sandbox's share of the CPU the judge waits, and the
+        // sandbox's next calls with it.
+        if let Some(p) = pace.as_mut() {
+            p.after_call();
+        }
     }
 }
 

@@ -112,7 +112,7 @@ pub(super) fn start(
                 Some(wr)
             }
         };
-        crate::modes::watch(channel, since, records)
+        crate::modes::watch(channel, since, records, spec.resources.cpus)
             .map_err(|e| io_err("start the thread that judges the sandbox's mode changes", e))?;
     }
     let flags = finish_cgroup(spec, id, events, &mut guard, pending, cgroup_channel)?;
