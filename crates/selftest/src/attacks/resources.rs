@@ -181,10 +181,12 @@ fn disk_used(dir: &std::path::Path) -> u64 {
 /// a host process of warden's own user asks for one. The sandbox may be
 /// refused early; the host must not be.
 ///
-/// The directory is a volume, not the workspace: through exec the
-/// workspace is a layer whose writes the host directory does not see
-/// while the sandbox runs, so the host never learnt that the sandbox was
-/// holding its instances (the attack was skipped after the judge's 25 s).
+/// The directory is bound with `--rw`, not as the workspace: through exec
+/// the workspace is a layer whose writes reach the host directory only
+/// when the sandbox stops, so the host never learnt in time that the
+/// sandbox was holding its instances (the attack was skipped after the
+/// judge's 25 s). A `--rw` bind is the host directory itself, through a
+/// run and an exec alike.
 fn user_quota(lab: &crate::Lab) -> Verdict {
     let ws = lab.dir.join("user-quota");
     if let Err(e) = std::fs::create_dir_all(&ws) {
@@ -207,11 +209,10 @@ fn user_quota(lab: &crate::Lab) -> Verdict {
         }
         None
     });
-    let volume = format!("{}:{QUOTA_DIR}", ws.to_string_lossy());
     let r = lab.sandbox(
-        &["--volume", &volume, "--timeout", "30s"],
+        &["--rw", &ws.to_string_lossy(), "--timeout", "30s"],
         "inotify-hog",
-        &[&format!("{QUOTA_DIR}/holding"), "3"],
+        &[&marker.to_string_lossy(), "3"],
     );
     match judge.join() {
         Ok(Some(Ok(()))) => match from_run(&r) {
@@ -233,9 +234,6 @@ fn user_quota(lab: &crate::Lab) -> Verdict {
         },
     }
 }
-
-/// Where [`user_quota`]'s host directory is inside the sandbox.
-const QUOTA_DIR: &str = "/mnt/warden-selftest";
 
 pub(crate) const PROBES: &[Probe] = &[
     Probe {
