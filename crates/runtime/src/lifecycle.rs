@@ -6,6 +6,7 @@
 
 mod copies;
 mod own;
+mod own_dir;
 mod records;
 mod stopping;
 
@@ -26,6 +27,7 @@ use warden_workspace::{Layout, Sandbox, Store};
 use crate::client::{ClientError, Connection};
 use crate::resolve::{self, Context, Input, ResolveError};
 use crate::state::{self, StopPhase, Stored, SupervisorRecord};
+use own_dir::OwnDir;
 
 /// Why a sandbox could not be created, started, stopped or removed.
 #[derive(Debug, thiserror::Error)]
@@ -156,9 +158,9 @@ fn is_empty_dir(p: &Path) -> bool {
 }
 
 /// Make the sandbox `name` with `layout` and store its resolved spec;
-/// true when that spec runs in a VM. Nothing stays of a refused one; the
-/// error says whether the sandbox had been made (a name already taken is
-/// not, and its workspace is another sandbox's).
+/// true when that spec runs in a VM. The error says whether the sandbox
+/// had been made (a name already taken is not, and its workspace is
+/// another sandbox's): one made is the caller's to undo.
 fn make(
     store: &Store,
     name: &str,
@@ -188,13 +190,9 @@ fn make(
         state::write_json(&sb.dir().join(state::STORED), &stored)?;
         Ok(vm)
     })();
-    match made {
-        Ok(vm) => Ok((sb, vm)),
-        Err(e) => {
-            let _ = store.remove(name);
-            Err((e, true))
-        }
-    }
+    // The caller undoes a sandbox made here: its own workspace goes
+    // before its name ([`own_dir`]).
+    made.map(|vm| (sb, vm)).map_err(|e| (e, true))
 }
 
 /// What a named sandbox is made from.
@@ -228,17 +226,18 @@ pub fn create(
     ctx: &Context<'_>,
 ) -> Result<(Sandbox, Option<String>), LifecycleError> {
     warden_workspace::validate_name("sandbox name", name)?;
-    let own = own_workspace(store, name);
-    let workspace = match &req.workspace {
-        Some(w) => w.clone(),
+    // A name held by another sandbox is refused before its own workspace
+    // (maybe that sandbox's) is touched; one made here is the only one
+    // an undo removes ([`own_dir`]).
+    let (own, workspace) = match &req.workspace {
+        Some(w) => (None, w.clone()),
         None => {
-            std::fs::create_dir_all(&own).map_err(|source| LifecycleError::Create {
-                path: own.clone(),
-                source,
-            })?;
-            own.clone()
+            let o = OwnDir::take(store, name, &own_workspace(store, name))?;
+            let path = o.path().to_path_buf();
+            (Some(o), path)
         }
     };
+    let undone = |own, e, made| own_dir::undone(store, name, own, e, made);
     let (layout, notice) = resolve::layout_for_host();
     let (sb, notice) = match make(store, name, &req, &workspace, layout, ctx) {
         // A VM's guest cannot lay an overlay over a project shared from
@@ -246,21 +245,13 @@ pub fn create(
         // the file system allows), reviewable like a layer.
         Ok((_, true)) if layout == Layout::Overlay && !is_empty_dir(&workspace) => {
             let _ = store.remove(name);
-            let (sb, _) =
-                make(store, name, &req, &workspace, Layout::Copy, ctx).map_err(|(e, _)| e)?;
-            (sb, Some(VM_COPY_NOTICE.to_string()))
+            match make(store, name, &req, &workspace, Layout::Copy, ctx) {
+                Ok((sb, _)) => (sb, Some(VM_COPY_NOTICE.to_string())),
+                Err((e, made)) => return Err(undone(own, e, made)),
+            }
         }
         Ok((sb, _)) => (sb, notice),
-        Err((e, made)) => {
-            if req.workspace.is_none() {
-                if made {
-                    let _ = warden_workspace::fsutil::remove_tree(&own);
-                } else {
-                    let _ = std::fs::remove_dir(&own);
-                }
-            }
-            return Err(e);
-        }
+        Err((e, made)) => return Err(undone(own, e, made)),
     };
     // A sandbox whose making is not in its log is not made: nothing ran
     // in it yet, so undoing it loses nothing.
@@ -270,16 +261,12 @@ pub fn create(
         Vec::new(),
         format!("workspace {}", sb.meta().workspace.display()),
     ) {
-        let own_made = req.workspace.is_none();
-        let _ = store.remove(name);
-        if own_made {
-            let _ = warden_workspace::fsutil::remove_tree(&own);
-        }
-        return Err(LifecycleError::NotRecorded {
+        let e = LifecycleError::NotRecorded {
             what: format!("sandbox {name}"),
             name: name.to_string(),
             source: Box::new(source),
-        });
+        };
+        return Err(undone(own, e, true));
     }
     Ok((sb, notice))
 }
@@ -569,21 +556,20 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
     let _no_copy = no_copy_meanwhile(&sb)?;
     let own = own_workspace(store, name);
     let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
-    // A supervisor that was just stopped may hold the sandbox's lock for
-    // the last moments of its exit.
-    let mut tries = 0;
-    loop {
-        match store.remove(name) {
-            Err(warden_workspace::StoreError::InUse { .. }) if force && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(100));
+    // Its own workspace goes with the name, never after it: a create of
+    // the name that comes next finds neither ([`own_dir`]).
+    own_dir::remove_with(owned.then_some(own.as_path()), || {
+        // A supervisor that was just stopped may hold the sandbox's lock
+        // for the last moments of its exit.
+        let mut tries = 0;
+        loop {
+            match store.remove(name) {
+                Err(warden_workspace::StoreError::InUse { .. }) if force && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                r => break r.map_err(LifecycleError::from),
             }
-            r => break r?,
         }
-    }
-    if owned {
-        // By descriptors, however deep the tree grew.
-        let _ = warden_workspace::fsutil::remove_tree(&own);
-    }
-    Ok(())
+    })
 }

@@ -65,6 +65,7 @@ mod long_state_path;
 mod mcp;
 mod mcp_sessions;
 mod mount_links;
+mod name_collisions;
 mod one_spec;
 mod output_budget;
 mod own_grants;

@@ -15,6 +15,7 @@
 //! identity (the id its credentials are bound to), its hostname, its
 //! layer, its audit log.
 
+use super::own_dir::{undone, OwnDir};
 use super::{control, own_workspace, record, LifecycleError};
 use crate::client::{ClientError, Connection};
 use crate::protocol::Refusal;
@@ -460,26 +461,23 @@ fn copy_memory(saved: &Path, to: &Sandbox) -> Result<(), LifecycleError> {
 fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, LifecycleError> {
     warden_workspace::validate_name("sandbox name", name)?;
     let own = own_workspace(store, name);
-    let workspace = if src.own_workspace {
-        std::fs::create_dir_all(&own).map_err(|source| LifecycleError::Create {
-            path: own.clone(),
-            source,
-        })?;
-        own.clone()
+    // A name held by another sandbox is refused before its own workspace
+    // (maybe that sandbox's) is touched ([`super::own_dir`]).
+    let own_dir = if src.own_workspace {
+        Some(OwnDir::take(store, name, &own)?)
     } else {
-        src.workspace.to_path_buf()
+        None
+    };
+    let workspace = match &own_dir {
+        Some(o) => o.path().to_path_buf(),
+        None => src.workspace.to_path_buf(),
     };
     let mut opts = CreateOptions::new(workspace);
     opts.profile = src.profile.clone();
     opts.layout = src.layout;
     let sb = match store.create(name, &opts) {
         Ok(sb) => sb,
-        Err(e) => {
-            if src.own_workspace {
-                let _ = std::fs::remove_dir(&own);
-            }
-            return Err(e.into());
-        }
+        Err(e) => return Err(undone(store, name, own_dir, e.into(), false)),
     };
     let filled = (|| {
         let mut stored = src.stored;
@@ -510,23 +508,16 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
         Ok::<(), LifecycleError>(())
     })();
     if let Err(e) = filled {
-        let _ = store.remove(name);
-        if src.own_workspace {
-            let _ = warden_workspace::fsutil::remove_tree(&own);
-        }
-        return Err(e);
+        return Err(undone(store, name, own_dir, e, true));
     }
     // A copy whose making is not in its own log is not made.
     if let Err(source) = record(&sb, WorkspaceAction::Create, Vec::new(), src.detail) {
-        let _ = store.remove(name);
-        if src.own_workspace {
-            let _ = warden_workspace::fsutil::remove_tree(&own);
-        }
-        return Err(LifecycleError::NotRecorded {
+        let e = LifecycleError::NotRecorded {
             what: format!("sandbox {name}"),
             name: name.to_string(),
             source: Box::new(source),
-        });
+        };
+        return Err(undone(store, name, own_dir, e, true));
     }
     Ok(sb)
 }
