@@ -153,7 +153,7 @@ const OWN_INODES: u64 = 64;
 /// on the host. Without a bound a tmpfs holds as many empty files and
 /// directories as memory allows (millions), which cost its bytes nothing
 /// and the host's disk an inode, a block and a name each.
-fn inodes(size: u64) -> u64 {
+pub(crate) fn inodes(size: u64) -> u64 {
     (size / ENTRY_BYTES).saturating_add(OWN_INODES)
 }
 

@@ -49,6 +49,7 @@ mod fork_quota;
 mod fresh_machine;
 mod frictions;
 mod gvisor;
+mod gvisor_disk;
 mod gvisor_leftovers;
 mod gvisor_pause;
 mod gvisor_quota;

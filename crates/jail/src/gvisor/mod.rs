@@ -14,7 +14,10 @@
 //! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
 
 pub mod bundle;
+mod ended;
+mod kept;
 mod leftovers;
+mod limits;
 pub(crate) mod modes;
 mod mount;
 pub mod net;
@@ -23,6 +26,9 @@ mod serve;
 
 use crate::secrets::{SecretPlan, TrustFiles};
 use crate::{Attach, Network, Outcome, Program};
+use ended::{outcome_of, wait_bounded, wait_first, Ended};
+pub use limits::cgroup_memory;
+use limits::{confine, release};
 use runsc::Runsc;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -30,8 +36,8 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
-use warden_policy::{NetworkSpec, SandboxSpec};
+use warden_audit::{Event, EventKind, EventSink};
+use warden_policy::{Home, NetworkSpec, SandboxSpec};
 
 /// How long a long-lived sandbox may take to be running.
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -93,6 +99,12 @@ pub enum GvisorError {
     /// or goes through a link, or is missing.
     #[error(transparent)]
     Workspace(crate::JailError),
+    #[error(transparent)]
+    Kept(#[from] kept::KeptStateError),
+    /// Rootless, runsc's file server would write a kept layer or home
+    /// straight onto the host's disk, past the sandbox's disk budget.
+    #[error("a named sandbox's kept workspace layer or home with `isolation gvisor` needs warden to run as root here: rootless, nothing holds what runsc writes there within the sandbox's disk budget (`resources.disk`, half its memory unless given); run as root, or use `isolation process`")]
+    DiskRootless,
     #[error("cannot give the sandbox's kept home to its user (nobody)")]
     Home(#[source] std::io::Error),
     #[error("cannot create the spawn channel")]
@@ -142,7 +154,7 @@ pub fn run(
     } else {
         None
     };
-    let cgroup = confine(spec, id, events)?;
+    let cgroup = confine(spec, id, &container_id(id), events).map_err(GvisorError::Cgroup)?;
     let mut trust = Vec::new();
     if let (Some(plan), NetworkSpec::Egress(_)) = (secret_plan, &spec.network) {
         let files = plan.trust_files()?;
@@ -184,10 +196,18 @@ pub fn run(
     if let Some(why) = events.failure() {
         return Err(GvisorError::Unrecorded(why));
     }
-    let (uid, gid, shown, mount) = workspace_ids_and_mount(&workspace, root, &dir.0)?;
-    if root {
-        give_home(spec, uid, gid)?;
-    }
+    let (uid, gid, shown, mount, kept) = workspace_ids_and_mount(spec, &workspace, root, &dir.0)?;
+    // The kept home is shown from the tmpfs of the disk budget.
+    let with_home;
+    let spec = match kept.as_ref().and_then(|k| k.home()) {
+        Some(_) => {
+            let mut s = spec.clone();
+            s.filesystem.home = warden_policy::Home::Dir(dir.0.join(HOME_VIEW));
+            with_home = s;
+            &with_home
+        }
+        None => spec,
+    };
     let terminal = spec.terminal == warden_policy::Terminal::Pty
         && nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
     let layout = bundle::Layout {
@@ -248,9 +268,12 @@ pub fn run(
     let _ = runsc.kill_all("KILL");
     let status = wait_bounded(&mut first, Duration::from_secs(10));
     let _ = runsc.delete();
+    // Every process of runsc is gone: the kept state goes back to disk.
+    let saved = kept.map(kept::Kept::save).transpose();
     attach.stopping();
     let peaks = release(cgroup);
-    let outcome = outcome_of(ended, status, spec, &runsc)?;
+    saved?;
+    let outcome = outcome_of(ended, status, spec, &runsc).map_err(GvisorError::Failed)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
 }
@@ -266,17 +289,40 @@ pub fn run(
 /// it (`/proc/PID/fd/N`, as the network namespace is).
 #[allow(clippy::type_complexity)]
 fn workspace_ids_and_mount(
+    spec: &SandboxSpec,
     workspace: &Workspace,
     root: bool,
     state: &Path,
-) -> Result<(u32, u32, Option<PathBuf>, Option<mount::WorkspaceMount>), GvisorError> {
+) -> Result<
+    (
+        u32,
+        u32,
+        Option<PathBuf>,
+        Option<mount::WorkspaceMount>,
+        Option<kept::Kept>,
+    ),
+    GvisorError,
+> {
     let merged = state.join("workspace");
     let owner = match workspace {
         Workspace::None => None,
         Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.owner),
     };
     let (uid, gid, swap) = ids(owner, root);
-    let (shown, mount) = match workspace {
+    // As root, what is kept (the overlay's layer, the home) is held in a
+    // tmpfs of the disk budget while runsc runs (`kept`); rootless, a
+    // budget is refused in `check`.
+    let kept = if root {
+        give_home(spec, uid, gid)?;
+        let upper = match workspace {
+            Workspace::Overlay { dirs, .. } => Some(dirs.upper.as_path()),
+            _ => None,
+        };
+        kept::Kept::make(spec, upper)?
+    } else {
+        None
+    };
+    let (shown, mut mount) = match workspace {
         Workspace::None => (None, None),
         Workspace::Direct(w) if !root => (
             Some(PathBuf::from(format!(
@@ -299,12 +345,22 @@ fn workspace_ids_and_mount(
                 dirs,
                 swap.as_ref(),
                 state,
+                kept.as_ref().map(kept::Kept::root),
             )?;
             (Some(merged.clone()), Some(m))
         }
     };
-    Ok((uid, gid, shown, mount))
+    if let Some(home) = kept.as_ref().and_then(kept::Kept::home) {
+        mount
+            .get_or_insert_with(mount::WorkspaceMount::views_only)
+            .also(&home, &state.join(HOME_VIEW))?;
+    }
+    Ok((uid, gid, shown, mount, kept))
 }
+
+/// Where runsc's child attaches the kept home of the disk budget's tmpfs,
+/// in the sandbox's directory of warden's state.
+const HOME_VIEW: &str = "home-view";
 
 /// The workspace as the sandbox sees it.
 enum Workspace {
@@ -357,8 +413,19 @@ fn check(spec: &SandboxSpec, root: bool) -> Result<Workspace, GvisorError> {
     if spec.desktop.is_some() {
         return Err(GvisorError::Unsupported("a desktop"));
     }
-    if spec.filesystem.disk.is_some_and(|d| d.asked) {
-        return Err(GvisorError::Unsupported("a disk limit (`resources.disk`)"));
+    // A budget is held in a tmpfs of runsc's mount namespace, which only
+    // root makes; rootless, runsc's file server would write a kept layer
+    // or home straight onto the host's disk.
+    let keeps = spec.filesystem.overlay.is_some() || matches!(spec.filesystem.home, Home::Dir(_));
+    if !root && keeps && spec.filesystem.disk.is_some() {
+        return Err(GvisorError::DiskRootless);
+    }
+    // A cache's writes would reach the profile's shared cache directly,
+    // past the disk budget the process backend holds them to.
+    if !spec.filesystem.caches.is_empty() {
+        return Err(GvisorError::Unsupported(
+            "package caches (`filesystem.caches`)",
+        ));
     }
     // runsc's file server would bind a volume, but not within the disk
     // limit the process backend holds its writes to: refused, never dropped.
@@ -538,66 +605,6 @@ fn publish(spec: &SandboxSpec) -> Result<Vec<(std::net::TcpListener, u16)>, Gvis
         .collect()
 }
 
-/// gVisor's own memory beside the sandbox's (its kernel, the file server).
-const RUNSC_OVERHEAD: u64 = 256 << 20;
-
-/// The memory limit of a gVisor sandbox's cgroup, which holds runsc's
-/// sandbox process (the sentry, gVisor's kernel), its gofer and all they
-/// start: the spec's memory and gVisor's own beside it. The one place
-/// that says it, for the cgroup and for whoever counts sandboxes against
-/// a budget (a token's memory quota counts this, not the spec's limit,
-/// so that the sum of the cgroups' limits never passes the quota). Set
-/// whether or not the memory was asked for, as the process backend
-/// sets its default: a cgroup without a limit would hold what no budget
-/// counted.
-pub fn cgroup_memory(spec: &SandboxSpec) -> u64 {
-    spec.resources.memory.value.saturating_add(RUNSC_OVERHEAD)
-}
-
-/// The cgroup runsc and everything it starts run in: the spec's memory
-/// (and gVisor's own, [`cgroup_memory`]), CPUs and a bound on host tasks
-/// (gVisor's threads and, with ptrace, one stub per address space). Where
-/// none can be made, refused when a limit was asked for explicitly
-/// (unless degraded runs are allowed), otherwise said as a `degraded`
-/// event.
-fn confine(
-    spec: &SandboxSpec,
-    id: &str,
-    events: &mut dyn EventSink,
-) -> Result<Option<crate::cgroup::Cgroup>, GvisorError> {
-    let r = &spec.resources;
-    let limits = crate::cgroup::Limits {
-        memory: Some(cgroup_memory(spec)),
-        pids: Some(r.pids.value.saturating_mul(2).saturating_add(256)),
-        cpus: r.cpus,
-    };
-    let explicit = r.memory.explicit || r.cpus.is_some() || r.pids.explicit;
-    let confine = crate::confine::Confine {
-        id,
-        name: &container_id(id),
-        limits: &limits,
-        refuse: explicit && !spec.allow_degraded,
-        process: "runsc",
-        without: "no memory, CPU or task limit holds the sandbox",
-    };
-    crate::confine::host_process(&confine, events).map_err(GvisorError::Cgroup)
-}
-
-/// The cgroup once runsc is gone: what it used at most, and the cgroup
-/// removed.
-fn release(cgroup: Option<crate::cgroup::Cgroup>) -> ResourcePeaks {
-    let stats = cgroup.as_ref().map(|c| c.stats());
-    if let Some(cg) = cgroup {
-        let _ = cg.remove();
-    }
-    ResourcePeaks {
-        max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak),
-        cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms),
-        cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms),
-        oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
-    }
-}
-
 /// `runsc run`: the sandbox and its first process, in the cgroup before
 /// runsc runs a line of its own (so that every process it starts is
 /// born there). The command's streams are this process's own.
@@ -678,39 +685,6 @@ fn start_runsc(
     Ok(child)
 }
 
-/// How the sandbox's first process (or its service) ended.
-enum Ended {
-    Exited,
-    Timeout,
-    /// Never running: runsc's reason.
-    NeverRan(String),
-}
-
-fn wait_first(first: &mut Child, deadline: Option<Instant>) -> Ended {
-    loop {
-        match first.try_wait() {
-            Ok(Some(_)) | Err(_) => return Ended::Exited,
-            Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => return Ended::Timeout,
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-/// Wait up to `limit` for `child`, then kill it; its status.
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                return child.wait().ok();
-            }
-        }
-    }
-}
-
 /// What serving a long-lived sandbox needs.
 struct Serving<'a> {
     runsc: &'a Arc<Runsc>,
@@ -776,45 +750,5 @@ fn service(
     Ok(match ended {
         serve::Ended::Timeout => Ended::Timeout,
         serve::Ended::Gone | serve::Ended::Shutdown => Ended::Exited,
-    })
-}
-
-/// The sandbox's outcome, with the process backend's statuses: runsc
-/// answers the first process's status as its own (128 and a logged
-/// reason when it could not start it).
-fn outcome_of(
-    ended: Ended,
-    status: Option<std::process::ExitStatus>,
-    spec: &SandboxSpec,
-    runsc: &Runsc,
-) -> Result<Outcome, GvisorError> {
-    use std::os::unix::process::ExitStatusExt;
-    if let Ended::NeverRan(why) = ended {
-        return Err(GvisorError::Failed(why));
-    }
-    if let Ended::Timeout = ended {
-        return Ok(Outcome::timed_out(spec));
-    }
-    let code = status.and_then(|s| s.code().or(s.signal().map(|g| 128 + g)));
-    if code == Some(128) {
-        if let Some(why) = runsc.last_error() {
-            let (status, what) = if why.contains("no such file") {
-                (127, "command not found in the sandbox".to_string())
-            } else if why.contains("failed to load") || why.contains("permission denied") {
-                (126, format!("cannot execute ({why})"))
-            } else {
-                return Err(GvisorError::Failed(why));
-            };
-            return Ok(Outcome::not_started(spec, status, &what));
-        }
-    }
-    Ok(match code {
-        Some(c) => Outcome::ended(c),
-        None => Outcome {
-            status: 255,
-            reason: ExitReason::Exited,
-            signal: None,
-            message: Some("runsc ended without a status".into()),
-        },
     })
 }

@@ -70,12 +70,17 @@ impl WorkspaceMount {
     /// `swap`, overlayfs cannot be idmapped itself, so its layers are:
     /// idmapped views of `lower` and of the layer's directory (upper and
     /// work side by side), attached at points made in `state`.
+    ///
+    /// With `kept`, the layer is not `dirs` but the `upper` and `work`
+    /// directories of that tmpfs of the disk budget ([`super::kept`]): a
+    /// view of it (idmapped with `swap`) is attached in `state` instead.
     pub fn overlay(
         target: &Path,
         (lower, lower_dir): (&Path, &OwnedFd),
         dirs: &warden_policy::OverlayDirs,
         swap: Option<&SwapMap>,
         state: &Path,
+        kept: Option<&OwnedFd>,
     ) -> Result<WorkspaceMount, MountError> {
         let mut views = Vec::new();
         let lower_at = state.join("lower-view");
@@ -93,7 +98,17 @@ impl WorkspaceMount {
             workdir: dirs.work.clone(),
             userxattr: true,
         };
-        if let Some(swap) = swap {
+        if let Some(kept) = kept {
+            let layer_at = state.join("layer-view");
+            std::fs::create_dir_all(&layer_at).map_err(|source| MountError::Point {
+                path: layer_at.clone(),
+                source,
+            })?;
+            let tree = view(&layer_at, kept, swap)?;
+            views.push((tree, c(layer_at.as_os_str().as_bytes())?));
+            options.upperdir = layer_at.join("upper");
+            options.workdir = layer_at.join("work");
+        } else if let Some(swap) = swap {
             let layer = dirs.upper.parent().unwrap_or(Path::new("/"));
             let (Some(upper), Some(work)) = (dirs.upper.file_name(), dirs.work.file_name()) else {
                 return Err(MountError::Layout);
@@ -141,6 +156,28 @@ impl WorkspaceMount {
             target: at,
             overlay: None,
         })
+    }
+
+    /// Nothing at a target of its own: only views to attach (the kept
+    /// home of a sandbox without a workspace).
+    pub fn views_only() -> WorkspaceMount {
+        WorkspaceMount {
+            target: CString::default(),
+            views: Vec::new(),
+            overlay: None,
+        }
+    }
+
+    /// Also attach a plain view of the directory opened as `dir` at
+    /// `at` (a point made in warden's state), before the workspace's.
+    pub fn also(&mut self, dir: &OwnedFd, at: &Path) -> Result<(), MountError> {
+        std::fs::create_dir_all(at).map_err(|source| MountError::Point {
+            path: at.to_path_buf(),
+            source,
+        })?;
+        let tree = view(at, dir, None)?;
+        self.views.insert(0, (tree, c(at.as_os_str().as_bytes())?));
+        Ok(())
     }
 
     /// Mount it, in the child between fork and exec: a mount namespace of

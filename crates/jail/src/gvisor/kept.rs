@@ -1,0 +1,213 @@
+//! What a gVisor sandbox keeps on the host's disk (a workspace overlay's
+//! upper layer, a named sandbox's home), held while it runs in one tmpfs
+//! of its disk budget (`resources.disk`, asked or the default), as the
+//! process backend holds it ([`crate::kept`]): a write past the budget
+//! fails with ENOSPC inside, and the host's disk is spent only when the
+//! sandbox stops, by at most the budget.
+//!
+//! The tmpfs is made detached (`fsopen`, `fsmount`): it is in no mount
+//! namespace of the host's, the supervisor fills it from the saved state
+//! through its descriptor, and runsc's child attaches views of it in its
+//! own mount namespace ([`super::mount`]): the overlay's upper and work
+//! directories, the home bound from it. runsc's file server writes into
+//! it, never onto the host's disk. When runsc is gone the supervisor
+//! writes it back ([`crate::kept::save`]); a supervisor killed before
+//! that loses what the sandbox wrote since it started (the `layer-unsaved`
+//! mark says so, as for a process sandbox).
+
+use crate::kept::{KeptError, KeptSave, TmpfsError};
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use warden_policy::{Home, SandboxSpec};
+
+/// The tmpfs of a running gVisor sandbox and what goes back where.
+pub(super) struct Kept {
+    fd: OwnedFd,
+    save: KeptSave,
+}
+
+/// Why the kept state could not be held within the budget.
+#[derive(Debug, thiserror::Error)]
+pub enum KeptStateError {
+    #[error("cannot make the sandbox's size-limited state (`resources.disk`) for runsc")]
+    Tmpfs(#[source] std::io::Error),
+    #[error(transparent)]
+    Fill(#[from] TmpfsError),
+    #[error("cannot make {path} in the sandbox's size-limited state")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot save the sandbox's changes to {saved}")]
+    Save {
+        saved: PathBuf,
+        #[source]
+        source: KeptError,
+    },
+}
+
+impl Kept {
+    /// The tmpfs of `spec`'s disk budget holding the saved layer
+    /// (`upper`, `work`) of an overlay whose saved upper is `upper`, and
+    /// the saved home of a named sandbox; `None` when the spec keeps
+    /// nothing or has no budget.
+    pub(super) fn make(
+        spec: &SandboxSpec,
+        upper: Option<&Path>,
+    ) -> Result<Option<Kept>, KeptStateError> {
+        let Some(disk) = spec.filesystem.disk else {
+            return Ok(None);
+        };
+        let home = match &spec.filesystem.home {
+            Home::Dir(d) => Some(d.clone()),
+            _ => None,
+        };
+        if upper.is_none() && home.is_none() {
+            return Ok(None);
+        }
+        let fd = tmpfs(disk.bytes).map_err(KeptStateError::Tmpfs)?;
+        let live = live(&fd);
+        if let Some(upper) = upper {
+            restore(upper, &live.join("upper"), disk.bytes)?;
+            make_dir(&live.join("work"))?;
+        }
+        if let Some(home) = &home {
+            restore(home, &live.join("home"), disk.bytes)?;
+        }
+        let save = KeptSave {
+            upper: upper.map(Path::to_path_buf),
+            home,
+            caches: Vec::new(),
+            profile: None,
+            volumes: Vec::new(),
+            limit: disk.bytes,
+        };
+        if let Some(mark) = save.mark() {
+            // Review commands read the running layer through this mark,
+            // as a process sandbox's.
+            let text = warden_workspace::UnsavedMark::of_own(fd.as_raw_fd())
+                .map(|m| m.text())
+                .unwrap_or_else(|| "unidentified\n".to_string());
+            let _ = std::fs::write(mark, text);
+        }
+        Ok(Some(Kept { fd, save }))
+    }
+
+    /// The tmpfs's root (for the views runsc's child attaches).
+    pub(super) fn root(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// The home directory in the tmpfs, opened, when one is kept.
+    pub(super) fn home(&self) -> Option<OwnedFd> {
+        self.save.home.as_ref()?;
+        nix::fcntl::open(
+            &live(&self.fd).join("home"),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()
+    }
+
+    /// Write the state back once runsc is gone.
+    pub(super) fn save(self) -> Result<(), KeptStateError> {
+        crate::kept::save(&self.fd, &self.save)
+            .map(drop)
+            .map_err(|source| KeptStateError::Save {
+                saved: self.save.place(),
+                source,
+            })
+    }
+}
+
+fn live(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+fn make_dir(p: &Path) -> Result<(), KeptStateError> {
+    std::fs::create_dir(p).map_err(|source| KeptStateError::Create {
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn restore(saved: &Path, into: &Path, size: u64) -> Result<(), KeptStateError> {
+    if !saved.exists() {
+        return make_dir(into);
+    }
+    crate::layer::copy_layer(saved, into, false)
+        .map_err(|source| TmpfsError::Restore { size, source }.into())
+}
+
+/// A detached tmpfs of `size` bytes and the process backend's inode bound,
+/// owner-only, `nosuid`, `nodev`: a descriptor of its root.
+fn tmpfs(size: u64) -> std::io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    // SAFETY: fsopen takes a NUL-terminated name; the descriptor it
+    // returns is owned here at once.
+    let ctx = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
+    if ctx < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `ctx` is a descriptor fsopen just returned, owned by no one else.
+    let ctx = unsafe { OwnedFd::from_raw_fd(ctx as libc::c_int) };
+    let size_text = std::ffi::CString::new(size.to_string()).unwrap_or_default();
+    let inodes = std::ffi::CString::new(crate::kept::inodes(size).to_string()).unwrap_or_default();
+    let set = |key: &CStr, value: &CStr| -> std::io::Result<()> {
+        // SAFETY: fsconfig reads the NUL-terminated key and value, which
+        // outlive the call, on the context descriptor owned here.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                ctx.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    set(c"size", &size_text)?;
+    set(c"nr_inodes", &inodes)?;
+    set(c"mode", c"0700")?;
+    // SAFETY: no pointers; the context descriptor is owned here.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            ctx.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: no pointers; the mount descriptor returned is owned at once.
+    let m = unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            ctx.as_raw_fd(),
+            FSMOUNT_CLOEXEC,
+            (crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV) as libc::c_uint,
+        )
+    };
+    if m < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `m` is a descriptor fsmount just returned.
+    Ok(unsafe { OwnedFd::from_raw_fd(m as libc::c_int) })
+}
