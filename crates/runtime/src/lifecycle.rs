@@ -5,6 +5,7 @@
 //! made from them and forks are [`copies`]'.
 
 mod copies;
+pub mod granted;
 mod own;
 mod own_dir;
 mod records;

@@ -5,6 +5,7 @@
 
 pub mod copies;
 mod denials;
+pub(crate) mod granted;
 pub mod pause;
 
 use super::resolution::{self, resolve, RunArgs};
@@ -158,6 +159,9 @@ fn start_supervisor(sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
 }
 
 fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
+    // A token's sandbox runs again only with what the owner grants a
+    // token now, whichever door starts it.
+    granted::may_run_again(state, sb)?;
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
     // A detached supervisor's stderr is its log: what the sandbox runs
     // without is said here, by whoever started it. A refusal with a

@@ -378,3 +378,94 @@ fn a_tokens_vm_paused_to_disk_is_not_resumed_by_a_new_supervisor_with_a_grant_th
     assert_eq!(st, 200, "{b}");
     let _ = t("DELETE", "/v1/sandboxes/vg?force=true", None);
 }
+
+/// `warden ARGS` as the owner at the terminal, with the owner's
+/// catalogue in `config`, over the daemon's state in `state`.
+fn owner_cli(state: &Path, config: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .env("XDG_CONFIG_HOME", config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Before, the API's start of a token's sandbox was held to what the
+/// owner grants a token now, but the owner's command line was not: with
+/// the bind taken out of the profile, `warden start g1` (or a `warden
+/// exec` that starts it) ran the token's sandbox with the bind captured at
+/// its create, and the token read the host's file again through the
+/// daemon. The command line now runs the same check (the runtime's):
+/// refused with the reason code, nothing runs; granted again, it starts.
+#[test]
+fn the_owner_s_warden_start_does_not_hand_a_token_s_sandbox_a_bind_the_owner_has_taken_back() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let team = TeamData::plant("start-grants-cli");
+    let (state, config) = (&team.state, team.config.as_path());
+    let d = Daemon::start_with(state.path(), true, &[], &[("XDG_CONFIG_HOME", config)]);
+    let t = worker(&d, "c");
+    let read = team.read();
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"c1","profile":"withbind"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = t("POST", "/v1/sandboxes/c1/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(stdout_of(&b).contains("GRANTED-ONCE-ONLY"), "{b}");
+    let (s, b) = call(&d, "POST", "/v1/sandboxes/c1/stop", None, None);
+    assert_eq!(s, 200, "{b}");
+    // The owner's own sandbox of the profile, made with the command line.
+    ok(&owner_cli(
+        state.path(),
+        config,
+        &["create", "own-c", "--profile", "withbind"],
+    ));
+
+    profile_without_bind(config);
+
+    let out = owner_cli(state.path(), config, &["start", "c1"]);
+    if out.status.success() {
+        let (_, b) = t("POST", "/v1/sandboxes/c1/exec", Some(&read));
+        panic!("the command line started the token's sandbox, which reads: {b}");
+    }
+    let said = stderr(&out);
+    assert!(said.contains("refused (forbidden, --ro)"), "{said}");
+    assert!(said.contains("no longer bound"), "{said}");
+    assert_eq!(state_of(&t, "c1"), "stopped");
+    // An exec from the command line starts nothing either.
+    let secret = format!("{}/secret.txt", team.data.display());
+    let out = owner_cli(state.path(), config, &["exec", "c1", "--", "cat", &secret]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("GRANTED-ONCE-ONLY"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(state_of(&t, "c1"), "stopped");
+    // The owner's own sandbox keeps what the owner gave.
+    ok(&owner_cli(state.path(), config, &["start", "own-c"]));
+    let out = owner_cli(
+        state.path(),
+        config,
+        &["exec", "own-c", "--", "cat", &secret],
+    );
+    assert!(
+        stdout(&out).contains("GRANTED-ONCE-ONLY"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Granted again: the command line starts it, with the bind.
+    profile_binding(config, &team.data);
+    ok(&owner_cli(state.path(), config, &["start", "c1"]));
+    let (s, b) = t("POST", "/v1/sandboxes/c1/exec", Some(&read));
+    assert_eq!(s, 200, "{b}");
+    assert!(stdout_of(&b).contains("GRANTED-ONCE-ONLY"), "{b}");
+    let _ = call(&d, "DELETE", "/v1/sandboxes/c1?force=true", None, None);
+    let _ = owner_cli(state.path(), config, &["rm", "-f", "own-c"]);
+}

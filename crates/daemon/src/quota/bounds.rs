@@ -6,6 +6,7 @@ use crate::app::App;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError};
 use crate::settings::Quotas;
+use warden_runtime::lifecycle::granted::default_disk;
 
 /// Sandboxes a token may have at once when nothing says otherwise.
 const DEFAULT_SANDBOXES: u64 = 16;
@@ -111,12 +112,6 @@ impl Quotas {
                 .unwrap_or(default_disk(memory).saturating_mul(DEFAULT_SHARE)),
         }
     }
-}
-
-/// The disk a sandbox gets by default with the host's default memory
-/// (half of it, as resolution gives when none is asked).
-pub(super) fn default_disk(memory: u64) -> u64 {
-    memory / 2
 }
 
 #[cfg(test)]

@@ -76,16 +76,12 @@ mod reserve;
 mod start;
 
 pub(crate) use bounds::bounds_of;
-pub(crate) use ceiling::{profiles_named, sizes_within_host_defaults, within_host_defaults, Asked};
+pub(crate) use ceiling::{profiles_named, refusal, within_host_defaults};
 pub(crate) use check::{room_for_child, within_quota};
 pub(crate) use disk::disk_room;
 pub(crate) use measure::snapshot_disk;
 pub(crate) use reserve::{reserve, reserve_from_snapshot, reserve_snapshot, Reservation};
 pub(crate) use start::may_start;
-
-fn refused(code: &str, pointer: &str, message: String) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_field(Some(pointer))
-}
 
 /// 429 `quota` at no field.
 pub(crate) fn over_quota_of(message: String) -> ApiError {
