@@ -122,6 +122,10 @@ pub fn sweep_once(app: &App) -> Vec<String> {
             removed.push(row.id);
         }
     }
+    if !removed.is_empty() {
+        // The last sandbox of a revoked token takes what it kept with it.
+        crate::revocation::files::forget_revoked(&app.state_dir, &db);
+    }
     removed
 }
 

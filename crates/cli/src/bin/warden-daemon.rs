@@ -490,6 +490,7 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
             if !db.revoke_token(&token)? {
                 anyhow::bail!("no live token {token:?} (see `warden token list`)");
             }
+            warden_daemon::revocation::files::forget_revoked(&state, &db);
             println!("revoked {token}");
         }
     }

@@ -110,6 +110,7 @@ mod substituted_bodies;
 mod supervisor_busy;
 mod teardown;
 mod token_create_quotas;
+mod token_leftovers;
 mod trust_boundary;
 mod unsaved_mark_attacks;
 mod upgrade_smuggling;

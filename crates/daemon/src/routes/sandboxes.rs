@@ -507,9 +507,12 @@ pub async fn remove(
     blocking(move || {
         app.sandbox(&id)?;
         lifecycle::remove(&app.store, &id, force)?;
-        app.db()?
-            .remove_sandbox(&id)
+        let db = app.db()?;
+        db.remove_sandbox(&id)
             .map_err(|e| ApiError::internal(chain(&e)))?;
+        // The last sandbox of a revoked token takes what it kept with it.
+        crate::revocation::files::forget_revoked(&app.state_dir, &db);
+        drop(db);
         if let Ok(mut t) = app.execs.lock() {
             t.retain(|_, h| h.row.sandbox != id);
         }

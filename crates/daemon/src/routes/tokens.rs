@@ -23,6 +23,7 @@ use axum::{Extension, Json};
 use std::sync::Arc;
 use warden_workspace::Sandbox;
 
+use super::sandboxes::blocking;
 use crate::api::{CreateToken, NewToken, Size, TokenInfo, TokenList};
 use crate::app::App;
 use crate::auth::{self, Caller, Scope, TokenQuotas};
@@ -335,15 +336,22 @@ pub async fn revoke(
         Caller::Token(row) => Some(row.id.as_str()),
         Caller::Owner => None,
     };
-    if app
-        .db()?
-        .revoke_token_within(&token, by)
-        .map_err(|e| ApiError::internal(chain(&e)))?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found(format!("no live token {token:?}")))
-    }
+    let by = by.map(str::to_string);
+    blocking(move || {
+        let db = app.db()?;
+        let revoked = db
+            .revoke_token_within(&token, by.as_deref())
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        if !revoked {
+            return Err(ApiError::not_found(format!("no live token {token:?}")));
+        }
+        // What the revoked tokens kept for their next sandboxes goes
+        // with them (once their last sandbox is gone).
+        crate::revocation::files::forget_revoked(&app.state_dir, &db);
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@
 //! credential no longer stands, so an upload or an input stream (the files
 //! API's `PUT`, the E2B door's `/files` and `StreamInput`) writes nothing
 //! into the sandbox after its revocation, whichever handler reads it.
+//!
+//! What a revoked token kept on disk for its next sandboxes (its caches
+//! and its "always" answers) goes too ([`files`]).
+
+pub mod files;
 
 use axum::extract::Request;
 use axum::response::Response;
