@@ -90,6 +90,9 @@ pub fn approvals(
             bail!("{id:?} is not a question's id (see `warden approvals`)");
         };
         let sb = store.get(name)?;
+        if decision == AskDecision::AllowAlways {
+            super::lifecycle::granted::always_kept_as_its_principal_s(store.root(), &sb)?;
+        }
         let by = format!("warden approvals (uid {})", nix::unistd::getuid());
         Connection::open(&control(&sb))?.answer(&id, decision, &by, warden_policy::Trust::Owner)?;
         return Ok(0);

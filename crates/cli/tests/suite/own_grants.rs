@@ -351,3 +351,132 @@ fn a_pooled_sandbox_writing_into_the_owner_s_grants_file_is_never_handed_to_a_to
     assert!(!in_pool.contains(&id), "the token was handed pooled {id}");
     let _ = t("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None);
 }
+
+/// A token's sandbox kept with the owner's grants file whose supervisor
+/// runs already: started by an earlier warden, before starts were held to
+/// the sandbox's own file (here, its supervisor started directly, as that
+/// start did). A token's own "always" is kept on the sandbox's list as a
+/// caller's entry and never written into a grants file; the owner's
+/// "always" to the token's question is written into the file the
+/// supervisor was started with. Before, the owner's `allow_always` (the
+/// API's, or `warden approvals`) was taken and the supervisor wrote the
+/// name the token's code asked for into the owner's file, where the
+/// owner's own next sandboxes over the project read it, unasked. Now both
+/// doors refuse the "always" (the API 403 at `/spec/egress/ask`) and the
+/// owner's file is as the owner wrote it; "once" still answers.
+#[test]
+fn a_running_token_s_sandbox_writing_into_the_owner_s_grants_file_is_not_answered_always() {
+    use std::io::Read;
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return skip("egress interception is not available here");
+    }
+    let state = TempDir::new("own-grants-running");
+    let config = state.path().join("config");
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asky.yaml"),
+        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
+    )
+    .unwrap();
+    let root = state.path().join("projects");
+    let ws = root.join("shared");
+    std::fs::create_dir_all(&ws).unwrap();
+    let loopback = ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"));
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--workspace-root", root.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", &config), loopback],
+    );
+    let scopes = ["sandboxes:read", "sandboxes:write", "exec", "approvals"];
+    let bob = calls_as(&d, api_token(&d, "bob", &scopes, None));
+    let owner = |m: &str, p: &str, b: Option<&str>| call(&d, m, p, b, None);
+    let up = crate::common::tcp::Holder::start();
+    let body = format!(
+        r#"{{"name":"old-run","profile":"asky","workspace":"{}","start":false}}"#,
+        ws.display()
+    );
+    let (s, b) = bob("POST", "/v1/sandboxes", Some(&body));
+    assert_eq!(s, 201, "{b}");
+    let owners = state.path().join("warden/grants").join(grants_name(&ws));
+    std::fs::create_dir_all(owners.parent().unwrap()).unwrap();
+    std::fs::write(&owners, "description: \"answers\"\ndomains: []\n").unwrap();
+    let before = std::fs::read_to_string(&owners).unwrap();
+    let stored = sandbox_dir(state.path(), "old-run").join("sandbox.json");
+    let mut v = json(&std::fs::read_to_string(&stored).unwrap());
+    v["sinks"]["grants"] = Value::from(owners.to_str().unwrap());
+    std::fs::write(&stored, v.to_string()).unwrap();
+    // Its supervisor, started as a start before the check started it.
+    let mut sup = std::process::Command::new(warden_bin())
+        .args(["__supervise", "old-run"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env(loopback.0, loopback.1)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    sup.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .unwrap();
+    assert!(said.contains("ready"), "the supervisor said: {said}");
+    std::thread::spawn(move || sup.wait());
+
+    let connect = serde_json::json!({
+        "argv": ["python3", "-c", super::owner_caches::PY_CONNECT, "asked.test", up.port.to_string()],
+        "background": true,
+    })
+    .to_string();
+    let (s, b) = bob("POST", "/v1/sandboxes/old-run/exec", Some(&connect));
+    assert_eq!(s, 202, "{b}");
+    let mut found = None;
+    wait_until("bob's question", std::time::Duration::from_secs(20), || {
+        let (_, b) = bob("GET", "/v1/approvals", None);
+        found = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
+        found.is_some()
+    });
+    let id = found.unwrap();
+    let question = format!("/v1/approvals/{id}");
+    let written = || std::fs::read_to_string(&owners).unwrap_or_default();
+    // The owner's "always" over the API.
+    let (s, b) = owner("POST", &question, Some(r#"{"decision":"allow_always"}"#));
+    if s == 204 {
+        wait_until(
+            "the answer's write",
+            std::time::Duration::from_secs(10),
+            || written() != before,
+        );
+        panic!(
+            "the owner's always was taken; the owner's file now reads: {}",
+            written()
+        );
+    }
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/egress/ask", "{b}");
+    // The token's, and the owner's at the command line.
+    let (s, b) = bob("POST", &question, Some(r#"{"decision":"allow_always"}"#));
+    assert_eq!(s, 403, "{b}");
+    let out = warden(state.path(), &["approvals", &id, "allow_always"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("not its own principal's"),
+        "{}",
+        stderr(&out)
+    );
+    // Once still answers, and the connection goes through.
+    let (s, b) = owner("POST", &question, Some(r#"{"decision":"allow_once"}"#));
+    assert_eq!(s, 204, "{b}");
+    wait_until("the connection", std::time::Duration::from_secs(20), || {
+        up.arrivals() > 0
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(written(), before, "the owner's grants file was written");
+    let _ = owner("DELETE", "/v1/sandboxes/old-run?force=true", None);
+}

@@ -276,7 +276,7 @@ fn a_token_s_sandbox_made_with_the_shared_cache_is_not_started_or_copied_with_it
 /// Python in the sandbox: connect to NAME:PORT (the name the owner's
 /// profile pins to the host's loopback) with a TLS ClientHello for it;
 /// prints `open` once connected.
-const PY_CONNECT: &str = r#"import socket, ssl, sys
+pub(super) const PY_CONNECT: &str = r#"import socket, ssl, sys
 name, port = sys.argv[1], int(sys.argv[2])
 ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
 t = ctx.wrap_bio(i, o, server_hostname=name)

@@ -173,10 +173,51 @@ pub async fn answer(
         // Another caller's sandbox has no question for this one.
         crate::reach::check(&app, &caller, sandbox).map_err(|_| no_such())?;
         let sb = app.sandbox(sandbox).map_err(|_| no_such())?;
+        if decision == AskDecision::AllowAlways {
+            always_kept_as_its_principal_s(&app, &sb)?;
+        }
         let conn = Connection::open(&lifecycle::control(&sb)).map_err(|_| no_such())?;
         conn.answer(&id, decision, &by, trust)
             .map_err(|e| refused(sandbox, e))
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whether an "always" answer to a question of `sb` would be kept in its
+/// own principal's grants file. Its supervisor writes the answer into the
+/// file its kept spec names, read when it started. A token's sandbox made
+/// before answers were kept per principal names the owner's
+/// `STATE/grants/PROJECT.yaml`; its start and its copies are refused now
+/// (`copies::grants::may_run_again`), but a supervisor started before that
+/// check (by an earlier warden, whose code it still runs) goes on with it,
+/// and would write the token's answer into the owner's file, widening the
+/// owner's next sandboxes over the project. Such an answer is refused
+/// (403 at `/spec/egress/ask`), whoever gives it; "once" and "deny" still
+/// answer (the sandbox is not started again with that file).
+fn always_kept_as_its_principal_s(
+    app: &App,
+    sb: &warden_workspace::Sandbox,
+) -> Result<(), ApiError> {
+    let row = app
+        .db()?
+        .sandbox(sb.name())
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    let Some(token) = row.and_then(|r| r.token) else {
+        return Ok(());
+    };
+    let stored = super::copies::grants::stored_of(sb)?;
+    let owner = lifecycle::Owner::Token(&token);
+    if lifecycle::granted::grants_file_is_own(&stored, &app.state_dir, owner) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!(
+            "sandbox {} keeps its \"always\" answers in a grants file that is not its own principal's (made before answers were kept per principal): answer once or deny",
+            sb.name()
+        ),
+    )
+    .with_field(crate::error::spec_pointer(warden_policy::Field::Ask).as_deref()))
 }

@@ -72,3 +72,24 @@ pub(super) fn may_run_again(state: &Path, sb: &Sandbox) -> anyhow::Result<()> {
         })
 }
 
+/// Whether an "always" answer to a question of `sb` would be kept in its
+/// own principal's grants file: a token's sandbox kept with the owner's
+/// (made before answers were kept per principal) whose supervisor an
+/// earlier warden started writes the answer into the owner's file, where
+/// the owner's next sandboxes over the project read it. Refused, as the
+/// daemon refuses it; "once" and "deny" still answer.
+pub(crate) fn always_kept_as_its_principal_s(state: &Path, sb: &Sandbox) -> anyhow::Result<()> {
+    let Some(token) = token_of(state, sb.name())? else {
+        return Ok(());
+    };
+    let stored: Stored = state::read_json(&sb.dir().join(state::STORED))
+        .with_context(|| format!("sandbox {}: its spec cannot be read", sb.name()))?;
+    if warden_runtime::lifecycle::granted::grants_file_is_own(&stored, state, Owner::Token(&token))
+    {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "sandbox {} is token {token}'s and keeps its \"always\" answers in a grants file that is not its own principal's (made before answers were kept per principal): answer allow_once or deny",
+        sb.name()
+    )
+}
