@@ -218,3 +218,38 @@ fn the_daemon_answers_changes_with_content_within_its_budget_and_says_what_was_c
     assert_eq!(notes["content"]["coarse"], true, "{}", notes["kind"]);
     assert_eq!(notes["content"]["added"], 49_000);
 }
+
+#[test]
+fn mcps_get_changes_answers_within_the_budget_and_says_what_was_cut() {
+    use crate::common::mcp::{call, good, runtime, stdio_client};
+    let state = TempDir::new("rc-mcp");
+    let ws = TempDir::new("rc-mcp-ws");
+    std::fs::write(ws.path().join("README.md"), "# readme\nhello\n").unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "notes\n").unwrap();
+    runtime().block_on(async {
+        let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
+        let script = format!(
+            "{} && {}",
+            lines("README.md", 80_000),
+            lines("notes.txt", 49_000)
+        );
+        let out = good(&call(&c, "run_command", serde_json::json!({ "shell": script })).await);
+        assert!(out.contains("exit status 0"), "{out}");
+        let start = Instant::now();
+        let changes = good(&call(&c, "get_changes", serde_json::json!({})).await);
+        let took = start.elapsed();
+        assert!(took < BOUND, "get_changes took {took:?}");
+        assert!(
+            changes
+                .contains("text not diffed, too many lines to diff: 2 lines before, 80000 after"),
+            "{}",
+            &changes[..changes.len().min(600)]
+        );
+        assert!(
+            changes.contains("coarse diff"),
+            "{}",
+            &changes[..changes.len().min(600)]
+        );
+        let _ = c.cancel().await;
+    });
+}
