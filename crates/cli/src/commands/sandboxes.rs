@@ -317,7 +317,8 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
     };
-    let found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
+    let mut found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
+    warden_runtime::review::flag_owners_files(&sb, &mut found, &owners_files(store));
     let listing = warden_workspace::Listing::new(found, args.ignored);
     let summary = listing.left_out_line("shown", "--ignored shows them");
     let changes = listing.shown;
@@ -422,18 +423,34 @@ fn ask(prompt: &str) -> anyhow::Result<char> {
         .to_ascii_lowercase())
 }
 
+/// The files the owner's configuration is read from, as this command's
+/// environment finds the catalogue (`warden_runtime::owners_files`): a
+/// change to one is flagged `owner-config`, so that the person sees that
+/// landing it changes what the owner's profiles say.
+fn owners_files(store: &Store) -> warden_runtime::owners_files::OwnersFiles {
+    let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
+    warden_runtime::owners_files::OwnersFiles::of(&catalog, &[store.root()], &[])
+}
+
 /// What a commit would apply, flags and all, without content.
-fn preview(sb: &Sandbox, args: &CommitArgs) -> anyhow::Result<Vec<warden_workspace::Change>> {
-    sb.diff(&DiffOptions {
-        paths: args.paths.clone(),
-        content: false,
-        patches: false,
-        renames: true,
-        allowed: None,
-        runs_on_host: runs_on_host(sb),
-        host_hooks_paths: host_git_hooks(),
-    })
-    .map_err(|e| review_failed(&args.name, e))
+fn preview(
+    store: &Store,
+    sb: &Sandbox,
+    args: &CommitArgs,
+) -> anyhow::Result<Vec<warden_workspace::Change>> {
+    let mut changes = sb
+        .diff(&DiffOptions {
+            paths: args.paths.clone(),
+            content: false,
+            patches: false,
+            renames: true,
+            allowed: None,
+            runs_on_host: runs_on_host(sb),
+            host_hooks_paths: host_git_hooks(),
+        })
+        .map_err(|e| review_failed(&args.name, e))?;
+    warden_runtime::review::flag_owners_files(sb, &mut changes, &owners_files(store));
+    Ok(changes)
 }
 
 pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
@@ -448,7 +465,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let lock = sb.lock()?;
     // Flagged changes are shown first; applying them takes a yes from the
     // person (or --accept-flagged).
-    let preview = preview(&sb, &args)?;
+    let preview = preview(store, &sb, &args)?;
     let offered = preview
         .iter()
         .filter(|c| args.ignored || !c.ignored)

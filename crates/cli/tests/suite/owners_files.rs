@@ -314,6 +314,22 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
         base
     );
     assert_eq!(std::fs::read_to_string(&shared).unwrap(), base);
+    // The owner's own review at the terminal flags them too.
+    let out = std::process::Command::new(warden_bin())
+        .args(["diff", "e1", "--json"])
+        .env("WARDEN_STATE_DIR", host.dir.path().join("warden"))
+        .env("XDG_CONFIG_HOME", &host.config)
+        .env("HOME", host.dir.path().join("home"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{shown} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(shown.matches("owner-config").count(), 2, "{shown}");
     // The token's other work lands.
     let (s, b) = api(
         &d,
