@@ -25,6 +25,11 @@ use warden_policy::{Home, SandboxSpec};
 pub(super) struct Kept {
     fd: OwnedFd,
     save: KeptSave,
+    /// Not yet written back: a run that fails after the tmpfs was made
+    /// (runsc never started, or the supervisor's service failed) writes
+    /// it back when it is dropped, so that neither the sandbox's writes
+    /// nor a stale `layer-unsaved` mark are left behind.
+    pending: bool,
 }
 
 /// Why the kept state could not be held within the budget.
@@ -92,7 +97,11 @@ impl Kept {
                 .unwrap_or_else(|| "unidentified\n".to_string());
             let _ = std::fs::write(mark, text);
         }
-        Ok(Some(Kept { fd, save }))
+        Ok(Some(Kept {
+            fd,
+            save,
+            pending: true,
+        }))
     }
 
     /// The tmpfs's root (for the views runsc's child attaches).
@@ -115,13 +124,22 @@ impl Kept {
     }
 
     /// Write the state back once runsc is gone.
-    pub(super) fn save(self) -> Result<(), KeptStateError> {
+    pub(super) fn save(mut self) -> Result<(), KeptStateError> {
+        self.pending = false;
         crate::kept::save(&self.fd, &self.save)
             .map(drop)
             .map_err(|source| KeptStateError::Save {
                 saved: self.save.place(),
                 source,
             })
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if self.pending {
+            let _ = crate::kept::save(&self.fd, &self.save);
+        }
     }
 }
 
