@@ -2,9 +2,12 @@
 //! do; this says to which sandboxes: a token acts on the sandboxes it made
 //! (through the API, the E2B door or MCP), never on another token's and
 //! never on the owner's own, whatever its scopes. The owner (on the Unix
-//! socket) and an `admin` token, which stands for the owner (it makes
-//! tokens), reach every sandbox; a per-sandbox token reaches the one it was
-//! made for (the owner chose to hand it out).
+//! socket) and an `admin` token with no quota of its own, which stands for
+//! the owner (it makes tokens), reach every sandbox; an `admin` token held
+//! to quotas is bounded like any other token (the owner held it to a share
+//! of the machine, and it makes no tokens) and reaches only the sandboxes
+//! it made; a per-sandbox token reaches the one it was made for (the owner
+//! chose to hand it out).
 //!
 //! A sandbox a caller does not reach is answered as one that does not
 //! exist, so that its name, state and owner stay unknown to the caller.
@@ -24,7 +27,7 @@ pub fn reaches(app: &App, caller: &Caller, id: &str) -> Result<bool, ApiError> {
         Caller::Owner => return Ok(true),
         Caller::Token(t) => t,
     };
-    if token.sandbox.as_deref() == Some(id) || caller.holds(Scope::Admin) {
+    if token.sandbox.as_deref() == Some(id) || stands_for_owner(caller) {
         return Ok(true);
     }
     let made_by = app
@@ -67,10 +70,25 @@ pub fn visible<'a>(app: &'a App, caller: &'a Caller) -> impl Fn(&str) -> bool + 
     move |id| reaches(app, caller, id).unwrap_or(false)
 }
 
+/// Whether `caller` is the owner or stands for the owner: an `admin`
+/// token whose record sets no quota. A token held to quotas was given a
+/// share of the machine, not the owner's place, whatever its scopes.
+pub fn stands_for_owner(caller: &Caller) -> bool {
+    match caller {
+        Caller::Owner => true,
+        Caller::Token(t) => {
+            caller.holds(Scope::Admin)
+                && t.max_sandboxes.is_none()
+                && t.max_memory.is_none()
+                && t.max_pids.is_none()
+        }
+    }
+}
+
 /// Whether `caller` may override what a person must decide on a commit
 /// (`accept_flagged`: files a review flagged, such as git hooks; `force`):
-/// the owner and an `admin` token may; any other token's request is
-/// refused, as MCP never sends them.
+/// the owner and its stand-in ([`stands_for_owner`]) may; any other
+/// token's request is refused, as MCP never sends them.
 pub fn may_override_review(caller: &Caller) -> bool {
-    matches!(caller, Caller::Owner) || caller.holds(Scope::Admin)
+    stands_for_owner(caller)
 }

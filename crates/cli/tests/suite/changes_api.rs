@@ -355,3 +355,55 @@ fn the_api_marks_and_counts_what_the_workspaces_gitignore_ignores_and_a_commit_l
     assert_eq!(s, 200, "{r}");
     assert!(ws.join("run.log").exists() && ws.join("build/out.o").exists());
 }
+
+/// A link's `target` in the changes (`old`, the host workspace's link;
+/// `new`, the sandbox's) is the link's content, what `readlink` gives
+/// inside the sandbox too, never a path the daemon resolved on the host
+/// (outside review 20, note a: the owner's link targets shown to a token
+/// are what its sandbox reads in its own workspace anyway).
+#[test]
+fn a_links_target_in_the_changes_is_what_the_sandbox_reads_itself() {
+    let Some((_dir, d, ws)) = setup("ch-link") else {
+        return;
+    };
+    // A relative link whose resolution on the host would be a host path
+    // (the workspace's own directory), and an absolute one.
+    std::os::unix::fs::symlink("../ws/keep.txt", ws.join("rel")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", ws.join("abs")).unwrap();
+    let seen = |name: &str| {
+        let body =
+            serde_json::json!({ "argv": ["readlink", format!("/workspace/{name}")] }).to_string();
+        let (s, r) = call(&d, "POST", "/v1/sandboxes/c/exec", Some(&body));
+        assert_eq!(s, 200, "{r}");
+        r["stdout"].as_str().unwrap().trim_end().to_string()
+    };
+    let (rel, abs) = (seen("rel"), seen("abs"));
+    assert_eq!(
+        (rel.as_str(), abs.as_str()),
+        ("../ws/keep.txt", "/etc/hostname")
+    );
+    sh(
+        &d,
+        "c",
+        "ln -sfn elsewhere /workspace/rel && ln -sfn /nowhere /workspace/abs",
+    );
+    stop(&d, "c");
+    let (s, r) = call(&d, "GET", "/v1/sandboxes/c/changes", None);
+    assert_eq!(s, 200, "{r}");
+    let host = ws.canonicalize().unwrap();
+    for (name, before, after) in [("rel", &rel, "elsewhere"), ("abs", &abs, "/nowhere")] {
+        let c = r["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {r}"));
+        assert_eq!(c["old"]["target"], before.as_str(), "{c}");
+        assert_eq!(c["new"]["target"], after, "{c}");
+    }
+    let text = r.to_string();
+    assert!(
+        !text.contains(&host.display().to_string()),
+        "a host path resolved by the daemon was shown: {text}"
+    );
+}

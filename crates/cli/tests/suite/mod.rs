@@ -1,5 +1,6 @@
 //! One module per area of the `warden` command's integration tests.
 
+mod admin_reach;
 mod agents;
 mod allow_exec;
 mod allow_exec_nested;
