@@ -472,6 +472,10 @@ impl App {
                 }
             }
         }
+        // What revoked tokens kept, once their last sandbox is gone (one
+        // removed at the command line, or a revocation by an earlier
+        // warden).
+        crate::revocation::files::forget_revoked(&self.state_dir, &*self.db()?);
         let unfinished = self
             .db()?
             .unfinished_execs()

@@ -117,3 +117,33 @@ fn a_revoked_token_s_caches_and_grants_stay_while_its_sandbox_is_kept_and_go_wit
     }
     victim_intact(&host);
 }
+
+/// The last sandbox of a revoked token removed at the command line (the
+/// daemon not told): what the token kept goes when the daemon next
+/// reconciles its records, at its start. Before, it stayed.
+#[test]
+fn a_revoked_token_s_caches_go_at_the_daemon_s_next_start_once_its_last_sandbox_was_removed_at_the_command_line(
+) {
+    let Some((state, d)) = daemon::over_tcp("leftovers-restart") else {
+        return;
+    };
+    let host = victim(state.path());
+    let token = daemon::worker_with_sandbox(&d, "r", "kept2");
+    let dirs = plant(&d, &token, &host);
+    ok(&warden(&d.state, &["token", "revoke", "r"]));
+    ok(&warden(&d.state, &["rm", "--force", "kept2"]));
+    for dir in &dirs {
+        assert!(dir.join("pip/wheel.whl").is_file(), "{}", dir.display());
+    }
+    drop(d);
+    let d = Daemon::start(state.path(), true);
+    for dir in &dirs {
+        assert!(
+            dir.symlink_metadata().is_err(),
+            "{} is still on disk after the daemon's restart",
+            dir.display()
+        );
+    }
+    victim_intact(&host);
+    drop(d);
+}
