@@ -3,10 +3,11 @@
 //! records every request it gets, and the flags that let a sandbox reach
 //! it by that name with the authority trusted upstream.
 
-use super::egress_available;
 use super::upstream::{https_server, TestCa};
+use super::{egress_available, warden_bin};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// An HTTPS server on 127.0.0.1 for `name` (HTTP/2 and HTTP/1.1) that
@@ -53,6 +54,14 @@ impl Recorder {
     pub fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// The requests recorded, which must be `n`; `which` says which ones
+    /// they are (`"only the allowed ones"`, `"nothing"`).
+    pub fn arrived(&self, n: usize, which: &str) -> Vec<String> {
+        let seen = self.requests();
+        assert_eq!(seen.len(), n, "{which} arrived: {seen:?}");
+        seen
+    }
 }
 
 /// `--allow-domain forge.test:PORT --add-host forge.test=127.0.0.1
@@ -86,5 +95,33 @@ impl Forge {
         let ca = TestCa::new();
         let up = Recorder::start(&ca, "forge.test");
         Some(Forge { ca, up })
+    }
+
+    /// `warden run --no-tty` with `args` and `sh -c script` (`PORT` in
+    /// either is the forge's port), the name pinned to the host's loopback
+    /// and the authority trusted upstream.
+    pub fn run(&self, args: &[&str], script: &str) -> Output {
+        Command::new(warden_bin())
+            .args(self.run_args(&["--no-tty"], args, script))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The arguments of `warden run` with its own flags `lead`, the forge
+    /// reached as [`reach`] says, `args` and `sh -c script` (`PORT` in
+    /// `args` and the script is the forge's port).
+    pub fn run_args(&self, lead: &[&str], args: &[&str], script: &str) -> Vec<String> {
+        let port = self.up.port.to_string();
+        let mut all: Vec<String> = ["run"].iter().chain(lead).map(|a| a.to_string()).collect();
+        all.extend(reach(&self.ca, &port));
+        all.extend(args.iter().map(|a| a.replace("PORT", &port)));
+        all.extend([
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            script.replace("PORT", &port),
+        ]);
+        all
     }
 }
