@@ -5,58 +5,43 @@
 //! reaches the recording server only when allowed. Nobody to ask, "deny"
 //! and no answer in time all refuse it.
 
+use super::{answer_next, asking_on, unasked};
 use crate::common::forge::{reach, Forge};
 use crate::common::*;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 #[test]
 fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
-    let script = format!(
-        "for n in 1 2; do curl -sS --noproxy '*' -o /dev/null -w 'issue '$n' %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/$n; done; \
-         curl -sS --noproxy '*' -o /dev/null -w 'read %{{http_code}}\\n' https://forge.test:{port}/issues/1"
-    );
+    let Some(forge) = Forge::start() else { return };
+    let state = TempDir::new("requests-ask-terminal");
+    let script = "for n in 1 2; do curl -sS --noproxy '*' -o /dev/null -w 'issue '$n' %{http_code}\\n' -X POST https://forge.test:PORT/issues/$n; done; \
+         curl -sS --noproxy '*' -o /dev/null -w 'read %{http_code}\\n' https://forge.test:PORT/issues/1";
+    let rules = [
+        "--allow-request",
+        "GET forge.test:PORT/**",
+        "--ask-request",
+        "POST forge.test:PORT/issues/*",
+    ];
     let mut term = TestTerminal::open(24, 200);
-    let mut cmd = Command::new(warden_bin());
-    cmd.args(["run", "--no-audit-log"])
-        .args(reach(&ca, &port))
-        .args([
-            "--allow-request",
-            &format!("GET forge.test:{port}/**"),
-            "--ask-request",
-            &format!("POST forge.test:{port}/issues/*"),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]);
-    let mut child = term.spawn(&mut cmd);
-    let asked = term.expect("then Enter", Duration::from_secs(30));
+    let args = forge.run_args(&["--no-audit-log"], &rules, script);
+    let mut child = asking_on(&term, state.path(), &args);
+    let asked = answer_next(&mut term, "once");
     assert!(asked.contains("a request an ask rule holds"), "{asked}");
     assert!(asked.contains("POST /issues/1"), "{asked}");
-    // Past the moment when input is taken for typed-ahead keys.
-    std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"once\r").unwrap();
-    let second = term.expect("then Enter", Duration::from_secs(30));
+    let second = answer_next(&mut term, "deny");
     assert!(
         second.contains("POST /issues/2"),
         "once covers one request only: {second}"
     );
-    std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"deny\r").unwrap();
     let rest = term.expect("read 200", Duration::from_secs(30));
     let status = child.wait().unwrap();
     let all = format!("{asked}{second}{rest}");
     assert!(status.success(), "{all}");
     assert!(all.contains("issue 1 200"), "{all}");
     assert!(all.contains("issue 2 403"), "{all}");
-    let seen = up.requests();
+    let seen = forge.up.requests();
     assert!(
         seen.iter().any(|r| r.contains("POST /issues/1")),
         "{seen:?}"
@@ -69,36 +54,29 @@ fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed
 
 #[test]
 fn without_anyone_to_ask_a_request_an_ask_rule_holds_is_refused() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &["--ask-request", "POST forge.test:PORT/issues/*"],
         "curl -sS --noproxy '*' -D - -o /dev/null -X POST https://forge.test:PORT/issues/1",
     );
     let s = stdout(&out);
     assert!(s.contains(" 403"), "{s}\n{}", stderr(&out));
     assert!(s.contains("x-warden-reason: request_not_asked"), "{s}");
-    assert!(up.requests().is_empty(), "{:?}", up.requests());
+    forge.up.arrived(0, "nothing");
 }
 
 #[test]
 fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out_closed() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
+    let Some(forge) = Forge::start() else { return };
+    let port = forge.up.port;
     let state = TempDir::new("requests-ask");
     let w = |args: &[&str]| warden_asking(state.path(), args);
-    let mut create: Vec<String> = vec!["create".into(), "held".into()];
-    create.extend(reach(&ca, &port));
-    create.extend([
-        "--ask-request".into(),
-        format!("POST forge.test:{port}/issues/*"),
-    ]);
-    ok(&w(&create.iter().map(String::as_str).collect::<Vec<_>>()));
+    create_named(
+        state.path(),
+        &forge,
+        "held",
+        &["--ask-request", "POST forge.test:PORT/issues/*"],
+    );
     ok(&w(&["start", "held"]));
     let post = |n: u32| {
         let url = format!("https://forge.test:{port}/issues/{n}?token=s3cret");
@@ -116,20 +94,18 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
     );
     let listed = ok(&w(&["approvals"]));
     assert!(listed.contains("POST /issues/1"), "{listed}");
-    assert!(up.requests().is_empty(), "nothing went before the answer");
-    ok(&w(&["approvals", q["id"].as_str().unwrap(), "allow_once"]));
-    assert_eq!(answered(first), "200");
+    forge.up.arrived(0, "nothing before the answer");
+    answer(state.path(), &q, "allow_once");
+    assert_eq!(posted(first), "200");
     // Denied: it never arrives.
     let second = post(2);
-    let q = question();
-    ok(&w(&["approvals", q["id"].as_str().unwrap(), "deny"]));
-    assert_eq!(answered(second), "403");
+    answer(state.path(), &question(), "deny");
+    assert_eq!(posted(second), "403");
     // Unanswered: refused when its time runs out.
     let third = post(3);
     let _ = question();
-    assert_eq!(answered(third), "403");
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(posted(third), "403");
+    let seen = forge.up.arrived(1, "only the request allowed once");
     assert!(seen[0].contains("POST /issues/1"), "{seen:?}");
     ok(&w(&["stop", "--time", "1s", "held"]));
 }
@@ -137,63 +113,37 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
 #[test]
 fn an_always_answer_about_a_request_is_kept_for_the_projects_next_run_and_covers_that_request_only()
 {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
+    let Some(forge) = Forge::start() else { return };
     let state = TempDir::new("requests-always-state");
     let ws = TempDir::new("requests-always-ws");
     let post = |n: u32| {
-        format!("curl -sS --noproxy '*' -o /dev/null -w 'issue {n} %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/{n}")
+        format!("curl -sS --noproxy '*' -o /dev/null -w 'issue {n} %{{http_code}}\\n' -X POST https://forge.test:PORT/issues/{n}")
     };
-    let args = |script: &str| -> Vec<String> {
-        let mut args: Vec<String> = ["run", "--no-audit-log", "-w", ws.str()]
-            .map(String::from)
-            .into();
-        args.extend(reach(&ca, &port));
-        args.extend(
-            [
-                "--ask-request",
-                &format!("POST forge.test:{port}/issues/*"),
-                "--",
-                "sh",
-                "-c",
-                script,
-            ]
-            .map(String::from),
-        );
-        args
+    // `lead`: `--no-audit-log` on a terminal, `--no-tty` with none.
+    let args = |lead: &str, script: &str| {
+        forge.run_args(
+            &[lead, "-w", ws.str()],
+            &["--ask-request", "POST forge.test:PORT/issues/*"],
+            script,
+        )
     };
     let mut term = TestTerminal::open(24, 200);
-    let mut cmd = Command::new(warden_bin());
-    cmd.env("WARDEN_STATE_DIR", state.path())
-        .args(args(&post(1)));
-    let mut child = term.spawn(&mut cmd);
-    let asked = term.expect("then Enter", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"always\r").unwrap();
+    let mut child = asking_on(&term, state.path(), &args("--no-audit-log", &post(1)));
+    let asked = answer_next(&mut term, "always");
     let rest = term.expect("issue 1", Duration::from_secs(30));
     let status = child.wait().unwrap();
     assert!(status.success(), "{asked}{rest}");
     assert!(rest.contains("issue 1 200"), "{asked}{rest}");
     // The next run of the project, with no terminal to ask on: the same
     // request goes unasked, another is still refused.
-    let out = Command::new(warden_bin())
-        .env("WARDEN_STATE_DIR", state.path())
-        .args(args(&format!("{}; {}", post(1), post(2))).iter().map(|a| {
-            if a == "--no-audit-log" {
-                "--no-tty"
-            } else {
-                a.as_str()
-            }
-        }))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = unasked(
+        state.path(),
+        &args("--no-tty", &format!("{}; {}", post(1), post(2))),
+    );
     let s = stdout(&out);
     assert!(s.contains("issue 1 200"), "{s}\n{}", stderr(&out));
     assert!(s.contains("issue 2 403"), "{s}\n{}", stderr(&out));
-    let seen = up.requests();
+    let seen = forge.up.requests();
     assert_eq!(
         seen.iter().filter(|r| r.contains("POST /issues/1")).count(),
         2,
@@ -244,6 +194,29 @@ pub(super) fn post_in(state: &Path, sandbox: &str, extra: &[&str], url: &str) ->
 }
 
 /// What a [`post_in`] printed (the status), once it ends.
-pub(super) fn answered(child: Child) -> String {
+pub(super) fn posted(child: Child) -> String {
     String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
+}
+
+/// The named sandbox `name` made (not started) under `state` (a
+/// [`warden_asking`] one), the forge reached, with `rules` (flags; `PORT`
+/// in them is the forge's port).
+pub(super) fn create_named(state: &Path, forge: &Forge, name: &str, rules: &[&str]) {
+    let port = forge.up.port.to_string();
+    let mut args: Vec<String> = vec!["create".into(), name.into()];
+    args.extend(reach(&forge.ca, &port));
+    args.extend(rules.iter().map(|r| r.replace("PORT", &port)));
+    ok(&warden_asking(
+        state,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+}
+
+/// Question `q` on the approvals under `state` (a [`warden_asking`] one)
+/// answered `decision` (`allow_once`, `allow_always`, `deny`).
+pub(super) fn answer(state: &Path, q: &serde_json::Value, decision: &str) {
+    ok(&warden_asking(
+        state,
+        &["approvals", q["id"].as_str().unwrap(), decision],
+    ));
 }

@@ -5,45 +5,25 @@
 //! tool lets that tool through, in this run and the next, and every other
 //! tool is asked about again, never let through unasked.
 
-use super::ask::{answered, first_question, post_in, warden_asking};
-use crate::common::forge::{reach, Forge};
+use super::ask::{answer, create_named, first_question, post_in, posted, warden_asking};
+use super::kept_grants;
+use crate::common::forge::Forge;
 use crate::common::*;
-use std::path::Path;
-
-/// Every file below `dir` whose path holds `part`.
-fn files_under(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() && !p.is_symlink() {
-            out.extend(files_under(&p, part));
-        } else if p.to_string_lossy().contains(part) {
-            out.push(p);
-        }
-    }
-    out
-}
 
 #[test]
 fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_tool_is_asked_again()
 {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
+    let Some(forge) = Forge::start() else { return };
+    let port = forge.up.port;
     let state = TempDir::new("requests-ask-scope");
     let w = |args: &[&str]| warden_asking(state.path(), args);
     let create = || {
-        let mut args: Vec<String> = vec!["create".into(), "scoped".into()];
-        args.extend(reach(&ca, &port));
-        args.extend([
-            "--ask-request".into(),
-            format!("POST forge.test:{port}/mcp rpc:tools/call:*"),
-        ]);
-        ok(&w(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        create_named(
+            state.path(),
+            &forge,
+            "scoped",
+            &["--ask-request", "POST forge.test:PORT/mcp rpc:tools/call:*"],
+        );
         ok(&w(&["start", "scoped"]));
     };
     // A tool call to `/mcp?n`: the query only tells the calls apart in
@@ -70,12 +50,8 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
         Some(r#"POST /mcp?1 (JSON-RPC "tools/call:search")"#),
         "the question names the tool: {q}"
     );
-    ok(&w(&[
-        "approvals",
-        q["id"].as_str().unwrap(),
-        "allow_always",
-    ]));
-    assert_eq!(answered(first), "200");
+    answer(state.path(), &q, "allow_always");
+    assert_eq!(posted(first), "200");
     // Another tool of the same method and path: asked about, not let
     // through on the answer about search.
     let second = call(2, "delete_repo");
@@ -85,21 +61,17 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
         Some(r#"POST /mcp?2 (JSON-RPC "tools/call:delete_repo")"#),
         "{q}"
     );
-    ok(&w(&["approvals", q["id"].as_str().unwrap(), "deny"]));
-    assert_eq!(answered(second), "403");
+    answer(state.path(), &q, "deny");
+    assert_eq!(posted(second), "403");
     // Search again: by the answer, unasked.
-    assert_eq!(answered(call(3, "search")), "200");
+    assert_eq!(posted(call(3, "search")), "200");
     // The grant kept states the call it was asked about.
-    let grants = files_under(&state.path().join("warden"), "grants");
-    let kept: String = grants
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .collect();
+    let kept = kept_grants(state.path());
     assert!(
         kept.contains(&format!(
             r#"allow_requests: ["POST forge.test:{port}/mcp rpc:tools/call:search"]"#
         )),
-        "{grants:?}: {kept}"
+        "{kept}"
     );
     ok(&w(&["stop", "--time", "1s", "scoped"]));
     ok(&w(&["rm", "scoped"]));
@@ -107,7 +79,7 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
     // (no question: unanswered, it would be refused), delete_repo is
     // still asked about and refused when its time runs out.
     create();
-    assert_eq!(answered(call(4, "search")), "200");
+    assert_eq!(posted(call(4, "search")), "200");
     let fifth = call(5, "delete_repo");
     let q = question();
     assert!(
@@ -116,8 +88,8 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
             .is_some_and(|r| r.contains("delete_repo")),
         "{q}"
     );
-    assert_eq!(answered(fifth), "403");
-    let seen = up.requests();
+    assert_eq!(posted(fifth), "403");
+    let seen = forge.up.requests();
     let reached: Vec<&str> = seen
         .iter()
         .filter_map(|r| r.split_once("POST /mcp?").map(|(_, n)| n))
@@ -132,17 +104,15 @@ fn an_always_answer_about_one_tool_call_lets_that_tool_through_and_every_other_t
 #[test]
 fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool_only() {
     use super::elicit::{asking_profile, run_command, serve_to, Person};
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port;
+    let Some(forge) = Forge::start() else { return };
+    let port = forge.up.port;
     let state = TempDir::new("requests-ask-scope-mcp");
     let ws = TempDir::new("requests-ask-scope-mcp-ws");
     let config = TempDir::new("requests-ask-scope-mcp-config");
     asking_profile(
         &config,
         "tools",
-        &ca,
+        &forge.ca,
         port,
         &format!("POST forge.test:{port}/mcp rpc:tools/call:*"),
     );
@@ -181,7 +151,7 @@ fn an_mcp_elicitation_names_the_tool_call_and_its_always_answer_covers_that_tool
         asked[1].contains(r#"send POST /mcp?3 (JSON-RPC "tools/call:delete_repo") to forge.test"#),
         "{asked:?}"
     );
-    let seen = up.requests();
+    let seen = forge.up.requests();
     let reached: Vec<&str> = seen
         .iter()
         .filter_map(|r| r.split_once("POST /mcp?").map(|(_, n)| n))

@@ -7,34 +7,33 @@
 //! condition passes no other value the body gives its key. The rules
 //! name no method, so nothing else here reads a body (a `_method` field).
 
+use super::ask::{answer, create_named, first_question, post_in, posted, warden_asking};
+use super::kept_grants;
 use crate::common::forge::Forge;
 use crate::common::*;
 
-/// `curl` of the script's lines: `c LABEL ARGS...` prints the status and
-/// the label.
-const CURL: &str =
-    "c() { l=$1; shift; curl -sS -g --noproxy '*' -o /dev/null -w \"%{http_code} $l\\n\" \"$@\"; }\nu=https://forge.test:PORT\n";
+/// `c LABEL ARGS...`: curl, globbing off (`[]` is sent as it is).
+const CURL: &str = labelled_curl!("-g");
+
+/// Any request under `/users/` but one whose parameters hold `admin=1`.
+const ADMIN_DENIED: &[&str] = &[
+    "--allow-request",
+    "* forge.test:PORT/users/**",
+    "--deny-request",
+    "* forge.test:PORT/users/**?admin=1",
+];
 
 #[test]
 fn a_denied_query_key_sent_in_the_body_never_reaches_the_server() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
+    let Some(forge) = Forge::start() else { return };
     if !std::path::Path::new("/usr/bin/gzip").exists()
         && !std::path::Path::new("/bin/gzip").exists()
     {
         eprintln!("skipped: no gzip on this host to compress a body with");
         return;
     }
-    let out = super::run(
-        &ca,
-        &up,
-        &[
-            "--allow-request",
-            "* forge.test:PORT/users/**",
-            "--deny-request",
-            "* forge.test:PORT/users/**?admin=1",
-        ],
+    let out = forge.run(
+        ADMIN_DENIED,
         &format!(
             r#"{CURL}form='Content-Type: application/x-www-form-urlencoded'
 c query -X POST -d '' "$u/users/7?admin=1"
@@ -62,8 +61,7 @@ c plain-json -H 'Content-Type: application/json' --data-binary '{{"name":"x"}}' 
             "200 plain-json",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 2, "only the plain bodies arrived: {seen:?}");
+    forge.up.arrived(2, "only the plain bodies");
 }
 
 /// A body in a charset warden reads otherwise than UTF-8 may hold the
@@ -73,18 +71,9 @@ c plain-json -H 'Content-Type: application/json' --data-binary '{{"name":"x"}}' 
 /// form in UTF-8, and an ASCII one in Latin-1, are read as before.
 #[test]
 fn a_denied_key_in_a_form_of_another_charset_never_reaches_the_server() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
-        &[
-            "--allow-request",
-            "* forge.test:PORT/users/**",
-            "--deny-request",
-            "* forge.test:PORT/users/**?admin=1",
-        ],
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
+        ADMIN_DENIED,
         &format!(
             r#"{CURL}form='Content-Type: application/x-www-form-urlencoded'
 printf 'a\000d\000m\000i\000n\000=\0001\000' > /tmp/le
@@ -111,18 +100,13 @@ c latin1 -H "$form; charset=iso-8859-1" --data-binary 'name=x' $u/users/8
             "200 latin1",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 2, "only the readable forms arrived: {seen:?}");
+    forge.up.arrived(2, "only the readable forms");
 }
 
 #[test]
 fn an_allowed_query_value_never_passes_another_value_the_body_gives_its_key() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &["--allow-request", "POST forge.test:PORT/search?q=safe-*"],
         &format!(
             r#"{CURL}form='Content-Type: application/x-www-form-urlencoded'
@@ -142,12 +126,9 @@ c same -H "$form" --data-binary 'page=2' "$u/search?q=safe-1"
             "200 same",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(
-        seen.len(),
-        1,
-        "only the request without another value arrived: {seen:?}"
-    );
+    forge
+        .up
+        .arrived(1, "only the request without another value");
 }
 
 /// An ask whose condition's key the body gives: the question says so, and
@@ -157,67 +138,36 @@ c same -H "$form" --data-binary 'page=2' "$u/search?q=safe-1"
 /// cover it, nor does "always" about it), and nothing is kept for it.
 #[test]
 fn an_ask_about_a_key_the_body_gives_covers_that_request_only() {
-    use crate::common::forge::reach;
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
+    let Some(forge) = Forge::start() else { return };
+    let port = forge.up.port;
     let state = TempDir::new("requests-body-params-ask");
-    let w = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
-    let mut args: Vec<String> = vec!["create".into(), "bodied".into()];
-    args.extend(reach(&ca, &port));
-    args.extend([
-        "--ask-request".into(),
-        format!("POST forge.test:{port}/ok?action=*"),
-    ]);
-    ok(&w(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let w = |args: &[&str]| warden_asking(state.path(), args);
+    create_named(
+        state.path(),
+        &forge,
+        "bodied",
+        &["--ask-request", "POST forge.test:PORT/ok?action=*"],
+    );
     ok(&w(&["start", "bodied"]));
     // `/ok?action=read&n=N`: `n` tells the requests apart in the
     // server's record (no condition looks at it).
     let post = |n: u32, body: &str| {
-        Command::new(warden_bin())
-            .args(["exec", "bodied", "--", "curl", "-sS", "--noproxy", "*"])
-            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
-            .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
-            .args(["--data-binary", body])
-            .arg(format!("https://forge.test:{port}/ok?action=read&n={n}"))
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let form = "Content-Type: application/x-www-form-urlencoded";
+        let url = format!("https://forge.test:{port}/ok?action=read&n={n}");
+        post_in(
+            state.path(),
+            "bodied",
+            &["-H", form, "--data-binary", body],
+            &url,
+        )
     };
-    let question = || -> serde_json::Value {
-        let mut q = serde_json::Value::Null;
-        wait_until("the question", Duration::from_secs(15), || {
-            let out = ok(&w(&["approvals", "--json"]));
-            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
-            !q.is_null()
-        });
-        q
-    };
-    let answer = |q: &serde_json::Value, a: &str| {
-        ok(&w(&["approvals", q["id"].as_str().unwrap(), a]));
-    };
-    let answered = |child: std::process::Child| {
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
-    };
+    let question = || first_question(w);
     // The query alone: asked, always.
     let first = post(1, "");
     let q = question();
     assert!(!q["request"].as_str().unwrap_or("").contains("body"), "{q}");
-    answer(&q, "allow_always");
-    assert_eq!(answered(first), "200");
+    answer(state.path(), &q, "allow_always");
+    assert_eq!(posted(first), "200");
     // The same query, the body giving the key another value: asked (the
     // grant does not cover it), the question says why; denied.
     let second = post(2, "action=delete");
@@ -228,16 +178,16 @@ fn an_ask_about_a_key_the_body_gives_covers_that_request_only() {
             .is_some_and(|r| r.contains("its body gives parameters the rule looks at")),
         "{q}"
     );
-    answer(&q, "deny");
-    assert_eq!(answered(second), "403");
+    answer(state.path(), &q, "deny");
+    assert_eq!(posted(second), "403");
     // "always" about it lets that request go once, and covers no other.
     let third = post(3, "action=delete");
-    answer(&question(), "allow_always");
-    assert_eq!(answered(third), "200");
+    answer(state.path(), &question(), "allow_always");
+    assert_eq!(posted(third), "200");
     let fourth = post(4, "action=delete");
-    answer(&question(), "deny");
-    assert_eq!(answered(fourth), "403");
-    let seen = up.requests();
+    answer(state.path(), &question(), "deny");
+    assert_eq!(posted(fourth), "403");
+    let seen = forge.up.requests();
     let reached: Vec<&str> = seen
         .iter()
         .filter_map(|r| r.split_once("&n=").map(|(_, n)| n))
@@ -245,10 +195,7 @@ fn an_ask_about_a_key_the_body_gives_covers_that_request_only() {
     assert_eq!(reached, ["1", "3"], "{seen:?}");
     ok(&w(&["stop", "--time", "1s", "bodied"]));
     // Kept: the grant about the query alone, and nothing for the body.
-    let kept: String = files_under(&state.path().join("warden"), "grants")
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .collect();
+    let kept = kept_grants(state.path());
     assert!(
         kept.contains(&format!(
             r#"allow_requests: ["POST forge.test:{port}/ok?action=read"]"#
@@ -256,23 +203,6 @@ fn an_ask_about_a_key_the_body_gives_covers_that_request_only() {
         "{kept}"
     );
     ok(&w(&["rm", "bodied"]));
-}
-
-/// Every file below `dir` whose path holds `part`.
-fn files_under(dir: &std::path::Path, part: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() && !p.is_symlink() {
-            out.extend(files_under(&p, part));
-        } else if p.to_string_lossy().contains(part) {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// A form that declares no charset, a key spelled with a byte past ASCII:
@@ -284,12 +214,8 @@ fn files_under(dir: &std::path::Path, part: &str) -> Vec<std::path::PathBuf> {
 /// goes.
 #[test]
 fn a_denied_key_spelled_in_latin1_in_a_form_without_a_charset_never_reaches_the_server() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "* forge.test:PORT/users/**",
@@ -318,11 +244,6 @@ c values-only -H "$form" --data-binary 'name=Jos%C3%A9&city=K%F6ln' $u/users/5
             "200 values-only",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(
-        seen.len(),
-        1,
-        "only the form with ASCII keys arrived: {seen:?}"
-    );
+    let seen = forge.up.arrived(1, "only the form with ASCII keys");
     assert!(seen[0].ends_with("/users/5"), "{seen:?}");
 }

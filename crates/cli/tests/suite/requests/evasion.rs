@@ -7,6 +7,7 @@
 //! attack is made through the real binary and never reaches the
 //! recording server.
 
+use super::answered;
 use crate::common::forge::Forge;
 
 const RULES: &[&str] = &[
@@ -18,19 +19,13 @@ const RULES: &[&str] = &[
     "DELETE forge.test:PORT/repos/*/*",
 ];
 
-/// `curl` of the script's lines: `c LABEL ARGS...` prints the status and
-/// the label.
-const CURL: &str =
-    "c() { l=$1; shift; curl -sS --noproxy '*' -o /dev/null -w \"%{http_code} $l\\n\" \"$@\"; }\nu=https://forge.test:PORT\n";
+/// `c LABEL ARGS...`: curl as it is.
+const CURL: &str = labelled_curl!("");
 
 #[test]
 fn a_trailing_slash_never_carries_a_request_past_a_deny_rule() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         RULES,
         &format!(
             "{CURL}c push -X POST $u/acme/w.git/git-receive-pack/
@@ -41,22 +36,17 @@ c other -X DELETE $u/repos/a/b/c/
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         ["403 push", "403 push2", "403 delete", "200 other"],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "only the unruled path arrived: {seen:?}");
+    let seen = forge.up.arrived(1, "only the unruled path");
     assert!(seen[0].contains("DELETE /repos/a/b/c/"), "{seen:?}");
 }
 
 #[test]
 fn a_method_named_in_a_form_multipart_or_json_body_is_decided_as_that_method() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         RULES,
         &format!(
             "{CURL}c form -d _method=DELETE $u/repos/a/b
@@ -77,7 +67,7 @@ c octets -H 'content-type: application/octet-stream' --data-binary _method=DELET
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         [
             "403 form",
             "403 escaped",
@@ -97,8 +87,7 @@ c octets -H 'content-type: application/octet-stream' --data-binary _method=DELET
             "200 octets",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 4, "{seen:?}");
+    let seen = forge.up.arrived(4, "only the POSTs");
     assert!(
         seen.iter().all(|r| r.contains(" POST ")),
         "only POSTs that no override turns into the denied DELETE arrived: {seen:?}"
@@ -114,15 +103,11 @@ c octets -H 'content-type: application/octet-stream' --data-binary _method=DELET
 /// body whose content type names two boundaries.
 #[test]
 fn a_method_named_in_a_body_warden_cannot_read_for_certain_is_decided_as_any_method() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
+    let Some(forge) = Forge::start() else { return };
     let mp = r#"printf -- '--XyZ\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--XyZ--\r\n' > /tmp/mp
 printf -- "--XyZ\r\nContent-Disposition: form-data; name*=UTF-8''_%%6Dethod\r\n\r\nDELETE\r\n--XyZ--\r\n" > /tmp/mp2231
 printf -- '--XyZ\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--XyZ--\r\n' > /tmp/mpok"#;
-    let out = super::run(
-        &ca,
-        &up,
+    let out = forge.run(
         RULES,
         &format!(
             r#"{CURL}{mp}
@@ -147,7 +132,7 @@ c mixed-ok -H 'content-type: multipart/mixed; boundary=XyZ' --data-binary @/tmp/
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         [
             "403 huge",
             "403 deep",
@@ -166,8 +151,7 @@ c mixed-ok -H 'content-type: multipart/mixed; boundary=XyZ' --data-binary @/tmp/
             "200 mixed-ok",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 3, "only the controls arrived: {seen:?}");
+    let seen = forge.up.arrived(3, "only the controls");
     assert!(seen.iter().all(|r| r.contains(" POST ")), "{seen:?}");
 }
 
@@ -177,12 +161,8 @@ c mixed-ok -H 'content-type: multipart/mixed; boundary=XyZ' --data-binary @/tmp/
 /// that names a suffix still allows it.
 #[test]
 fn a_format_suffix_never_carries_a_request_past_a_deny_rule() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "* forge.test:PORT/repos/**",
@@ -209,7 +189,7 @@ c tgz $u/dist/left-pad-1.3.0.tgz
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         [
             "403 json",
             "403 xml",
@@ -222,6 +202,5 @@ c tgz $u/dist/left-pad-1.3.0.tgz
             "200 tgz",
         ],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 2, "only the controls arrived: {seen:?}");
+    forge.up.arrived(2, "only the controls");
 }

@@ -7,6 +7,7 @@
 //! request with a body; the sandbox's clients speak HTTP/1.1 (a raw client
 //! sending HEAD, then GET, on one connection) and HTTP/2 (curl).
 
+use super::{printed, python_ssl};
 use crate::common::forge::reach;
 use crate::common::upstream::{https_server, TestCa};
 use crate::common::*;
@@ -131,12 +132,7 @@ fn a_body_an_http2_upstream_sends_to_head_or_a_bodiless_status_never_reaches_an_
     if !egress_available() {
         return;
     }
-    let python = Command::new("python3")
-        .args(["-c", "import ssl"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !python {
-        skip("python3 with ssl is needed for the raw client inside the sandbox");
+    if !python_ssl("the raw client inside the sandbox") {
         return;
     }
     let ca = TestCa::new();
@@ -151,8 +147,7 @@ fn a_body_an_http2_upstream_sends_to_head_or_a_bodiless_status_never_reaches_an_
              done\n"
         ),
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 3, "{s}");
     for (line, first) in lines.iter().zip(["200", "204", "304"]) {
@@ -197,8 +192,7 @@ curl -sS --noproxy '*' --http2 -o /dev/null -w "$w" -I "$u/head" \
 echo "rc=$?"
 "#,
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     assert_eq!(
         s.lines().collect::<Vec<_>>(),
         [

@@ -3,42 +3,32 @@
 //! stars (`\*`), never read back as wildcards, and a request that no rule
 //! can name alone (the method `*`) goes for the run and is not kept.
 
-use crate::common::forge::{reach, Forge};
+use super::{answer_next, asking_on, unasked};
+use crate::common::forge::Forge;
 use crate::common::*;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
 fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_path() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let port = up.port.to_string();
+    let Some(forge) = Forge::start() else { return };
+    let port = forge.up.port;
     let state = TempDir::new("requests-literal-state");
     let ws = TempDir::new("requests-literal-ws");
     let curl = |label: &str, args: &str| {
         format!("curl -sS --noproxy '*' --path-as-is -o /dev/null -w '{label} %{{http_code}}\\n' {args}; ")
     };
     let u = format!("https://forge.test:{port}");
-    let args = |tty: bool, script: &str| -> Vec<String> {
-        let mut args: Vec<String> = ["run", if tty { "--no-audit-log" } else { "--no-tty" }]
-            .map(String::from)
-            .into();
-        args.extend(["-w".to_string(), ws.str().to_string()]);
-        args.extend(reach(&ca, &port));
-        args.extend(
-            [
-                "--ask-request",
-                &format!("* forge.test:{port}/issues/**"),
-                "--",
-                "sh",
-                "-c",
-                script,
-            ]
-            .map(String::from),
-        );
-        args
+    // On the terminal, or with nobody to ask.
+    let args = |tty: bool, script: &str| {
+        forge.run_args(
+            &[
+                if tty { "--no-audit-log" } else { "--no-tty" },
+                "-w",
+                ws.str(),
+            ],
+            &["--ask-request", "* forge.test:PORT/issues/**"],
+            script,
+        )
     };
     let first = format!(
         "{}{}",
@@ -46,18 +36,11 @@ fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_p
         curl("star-method", &format!("-X '*' {u}/issues/1"))
     );
     let mut term = TestTerminal::open(24, 200);
-    let mut cmd = Command::new(warden_bin());
-    cmd.env("WARDEN_STATE_DIR", state.path())
-        .args(args(true, &first));
-    let mut child = term.spawn(&mut cmd);
-    let asked = term.expect("then Enter", Duration::from_secs(30));
+    let mut child = asking_on(&term, state.path(), &args(true, &first));
+    let asked = answer_next(&mut term, "always");
     assert!(asked.contains("GET /issues/**"), "{asked}");
-    std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"always\r").unwrap();
-    let second = term.expect("then Enter", Duration::from_secs(30));
+    let second = answer_next(&mut term, "always");
     assert!(second.contains("* /issues/1"), "{second}");
-    std::thread::sleep(Duration::from_millis(700));
-    term.master.write_all(b"always\r").unwrap();
     let rest = term.expect("star-method", Duration::from_secs(30));
     let status = child.wait().unwrap();
     let all = format!("{asked}{second}{rest}");
@@ -89,12 +72,7 @@ fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_p
         curl("delete", &format!("-X DELETE '{u}/issues/**'")),
     ]
     .concat();
-    let out = Command::new(warden_bin())
-        .env("WARDEN_STATE_DIR", state.path())
-        .args(args(false, &next))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = unasked(state.path(), &args(false, &next));
     let s = stdout(&out);
     assert_eq!(
         s.lines().collect::<Vec<_>>(),
@@ -117,12 +95,7 @@ fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_p
         ),
     )
     .unwrap();
-    let out = Command::new(warden_bin())
-        .env("WARDEN_STATE_DIR", state.path())
-        .args(args(false, &next))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = unasked(state.path(), &args(false, &next));
     let s = stdout(&out);
     assert_eq!(
         s.lines().filter(|l| l.ends_with(" 403")).count(),
@@ -130,7 +103,7 @@ fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_p
         "{s}\n{}",
         stderr(&out)
     );
-    let seen = up.requests();
+    let seen = forge.up.requests();
     let arrived: Vec<&String> = seen.iter().filter(|r| !r.contains("/issues/**")).collect();
     assert_eq!(
         arrived.len(),

@@ -6,22 +6,16 @@
 //! frameworks answer with the GET handler. Each attack is made through
 //! the real binary and never reaches the recording server.
 
+use super::{answered, printed};
 use crate::common::forge::Forge;
-use crate::common::*;
 
-/// `curl` of the script's lines: `c LABEL ARGS...` prints the status and
-/// the label.
-const CURL: &str =
-    "c() { l=$1; shift; curl -sS -g --noproxy '*' -o /dev/null -w \"%{http_code} $l\\n\" \"$@\"; }\nu=https://forge.test:PORT\n";
+/// `c LABEL ARGS...`: curl, globbing off (`[]` is sent as it is).
+const CURL: &str = labelled_curl!("-g");
 
 #[test]
 fn a_json_rpc_key_a_decoder_folds_to_a_read_one_never_carries_a_call_past_the_rule() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "POST forge.test:PORT/mcp rpc:tools/call:search",
@@ -36,21 +30,16 @@ j nul '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"search"
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         ["200 search", "403 long-s", "403 dotted-i", "403 nul"],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "only the plain call arrived: {seen:?}");
+    forge.up.arrived(1, "only the plain call");
 }
 
 #[test]
 fn a_query_key_spelled_as_php_rack_or_qs_read_it_never_carries_a_value_past_a_condition() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "GET forge.test:PORT/ok/**",
@@ -67,8 +56,7 @@ c safe $u/search?q=safe-1
 "
         ),
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 14, "{s}");
     assert!(
@@ -76,18 +64,13 @@ c safe $u/search?q=safe-1
         "every other spelling is refused: {s}"
     );
     assert_eq!(lines[12..], ["200 plain", "200 safe"], "{s}");
-    let seen = up.requests();
-    assert_eq!(seen.len(), 2, "only the plain requests arrived: {seen:?}");
+    forge.up.arrived(2, "only the plain requests");
 }
 
 #[test]
 fn an_override_header_spelled_as_a_cgi_server_names_it_is_decided_as_its_method() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "GET,POST forge.test:PORT/ok/**",
@@ -100,8 +83,7 @@ c plain -X POST --data-binary x -H 'Content-Type: application/octet-stream' $u/o
 "
         ),
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 6, "{s}");
     assert!(
@@ -109,18 +91,13 @@ c plain -X POST --data-binary x -H 'Content-Type: application/octet-stream' $u/o
         "every spelling of an override is read: {s}"
     );
     assert_eq!(lines[5], "200 plain", "{s}");
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "only the plain POST arrived: {seen:?}");
+    forge.up.arrived(1, "only the plain POST");
 }
 
 #[test]
 fn head_is_refused_where_get_is_and_allowed_where_get_is() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let out = super::run(
-        &ca,
-        &up,
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
         &[
             "--allow-request",
             "GET forge.test:PORT/**",
@@ -139,10 +116,9 @@ c head-other --http1.1 -I $u/public
         ),
     );
     assert_eq!(
-        super::answered(&out),
+        answered(&out),
         ["403 get", "403 head", "403 head-h2", "200 head-other"],
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "{seen:?}");
+    let seen = forge.up.arrived(1, "only the HEAD of another path");
     assert!(seen[0].contains(" HEAD /public"), "{seen:?}");
 }

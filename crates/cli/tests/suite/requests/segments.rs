@@ -7,8 +7,8 @@
 //! `//`. Each attack goes through the real binary, over HTTP/1.1 and
 //! HTTP/2, and never reaches the recording server.
 
+use super::printed;
 use crate::common::forge::Forge;
-use crate::common::*;
 
 const RULES: &[&str] = &[
     "--allow-request",
@@ -40,12 +40,8 @@ const STEPPED: &[&str] = &[
 
 #[test]
 fn a_segment_a_server_reads_as_empty_never_carries_a_request_past_a_deny_rule() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
-    let mut script = String::from(
-        "c() { l=$1; shift; curl -sS --noproxy '*' --path-as-is -o /dev/null -w \"%{http_code} $l\\n\" \"$@\"; }\nu=https://forge.test:PORT\n",
-    );
+    let Some(forge) = Forge::start() else { return };
+    let mut script = String::from(labelled_curl!("--path-as-is"));
     for v in ["--http1.1", "--http2"] {
         for p in STEPPED {
             script.push_str(&format!("c '{v} {p}' {v} -X DELETE \"$u{p}\"\n"));
@@ -59,9 +55,7 @@ fn a_segment_a_server_reads_as_empty_never_carries_a_request_past_a_deny_rule() 
             "c '{v} beside' {v} -X DELETE \"$u/ok/;/public/z\"\n"
         ));
     }
-    let out = super::run(&ca, &up, RULES, &script);
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&forge.run(RULES, &script));
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 2 * (STEPPED.len() + 2), "{s}");
     for v in ["--http1.1", "--http2"] {
@@ -74,7 +68,7 @@ fn a_segment_a_server_reads_as_empty_never_carries_a_request_past_a_deny_rule() 
             assert!(lines.contains(&want.as_str()), "{want}: {s}");
         }
     }
-    let seen = up.requests();
+    let seen = forge.up.requests();
     let paths: Vec<&str> = seen
         .iter()
         .map(|r| r.split_once(' ').map_or(r.as_str(), |(_, rest)| rest))

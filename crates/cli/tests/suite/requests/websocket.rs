@@ -6,6 +6,7 @@
 //! after the 101, and ends with the proxy's idle timeout; a denied one
 //! never reaches the server.
 
+use super::{printed, python_ssl};
 use crate::common::upstream::{tls_server, TestCa};
 use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
@@ -167,22 +168,10 @@ fn run(
         .unwrap()
 }
 
-fn python_available() -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg("import ssl")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip("python3 with ssl is needed for the WebSocket client inside the sandbox");
-    }
-    ok
-}
-
 #[test]
 fn an_allowed_websocket_is_relayed_both_ways_after_its_upgrade_and_a_denied_one_never_reaches_the_server(
 ) {
-    if !egress_available() || !python_available() {
+    if !egress_available() || !python_ssl("the WebSocket client inside the sandbox") {
         return;
     }
     let ca = TestCa::new();
@@ -202,8 +191,7 @@ fn an_allowed_websocket_is_relayed_both_ways_after_its_upgrade_and_a_denied_one_
             ("/other", "ping-3", 0),
         ],
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     assert!(s.contains("status HTTP/1.1 101"), "{s}");
     assert!(s.contains("first hello"), "the server's own message: {s}");
     assert!(s.contains("answer echo:ping-1"), "both ways: {s}");
@@ -234,7 +222,7 @@ fn an_allowed_websocket_is_relayed_both_ways_after_its_upgrade_and_a_denied_one_
 
 #[test]
 fn a_silent_websocket_is_closed_by_the_proxys_idle_timeout() {
-    if !egress_available() || !python_available() {
+    if !egress_available() || !python_ssl("the WebSocket client inside the sandbox") {
         return;
     }
     let ca = TestCa::new();
@@ -250,8 +238,7 @@ fn a_silent_websocket_is_closed_by_the_proxys_idle_timeout() {
         ],
         &[("/live/quiet", "ping", 15)],
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     assert!(s.contains("answer echo:ping"), "{s}");
     let closed = s
         .lines()
@@ -265,7 +252,7 @@ fn a_silent_websocket_is_closed_by_the_proxys_idle_timeout() {
 
 #[test]
 fn a_websocket_to_a_secrets_host_is_refused_at_its_upgrade() {
-    if !egress_available() || !python_available() {
+    if !egress_available() || !python_ssl("the WebSocket client inside the sandbox") {
         return;
     }
     let ca = TestCa::new();

@@ -6,27 +6,23 @@
 //! segments), each decided on what the recording server would get. What
 //! is refused never arrives there.
 
-use crate::common::forge::Forge;
+use super::{forge_for_raw_client, printed};
+use crate::common::forge::{reach, Forge};
 use crate::common::*;
 
 #[test]
 fn one_http2_connection_carries_an_allowed_stream_to_the_server_and_a_refused_one_nowhere() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
+    let Some(forge) = Forge::start() else { return };
     // Two transfers of one curl, the second a stream on the connection the
     // first opened: `num_connects` is 1 for the transfer that opened it and
     // 0 for the one that rode on it.
-    let out = super::run(
-        &ca,
-        &up,
+    let out = forge.run(
         &["--allow-request", "GET forge.test:PORT/repos/**"],
         r#"curl -sS --noproxy '*' --http2 -w '%{http_version} %{num_connects} %{http_code} %{url_effective}\n' \
   -o /dev/null "https://forge.test:PORT/repos/acme/w" -o /dev/null "https://forge.test:PORT/admin/keys"
 "#,
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     let mut lines: Vec<&str> = s.lines().collect();
     lines.sort_unstable();
     assert_eq!(lines.len(), 2, "{s}");
@@ -48,8 +44,7 @@ fn one_http2_connection_carries_an_allowed_stream_to_the_server_and_a_refused_on
             .any(|l| l.contains(" 403 ") && l.ends_with("/admin/keys")),
         "{s}"
     );
-    let seen = up.requests();
-    assert_eq!(seen.len(), 1, "only the allowed stream arrived: {seen:?}");
+    let seen = forge.up.arrived(1, "only the allowed stream");
     assert!(seen[0].ends_with("GET /repos/acme/w"), "{seen:?}");
 }
 
@@ -111,20 +106,10 @@ for label, data in ATTEMPTS:
 
 #[test]
 fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_never_arrive() {
-    let Some(Forge { ca, up }) = Forge::start() else {
+    let Some(forge) = forge_for_raw_client() else {
         return;
     };
-    let python = std::process::Command::new("python3")
-        .args(["-c", "import ssl"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !python {
-        skip("python3 with ssl is needed for the raw client inside the sandbox");
-        return;
-    }
-    let out = super::run(
-        &ca,
-        &up,
+    let out = forge.run(
         &[
             "--allow-request",
             "GET forge.test:PORT/repos/**",
@@ -133,8 +118,7 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
         ],
         &format!("cat > /tmp/raw.py <<'EOF'\n{RAW}\nEOF\npython3 /tmp/raw.py PORT\n"),
     );
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     let answer = |label: &str| -> String {
         s.lines()
             .find_map(|l| l.strip_prefix(&format!("{label}: ")))
@@ -157,7 +141,7 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
     }
     // A dot segment once parameters are cut: the path itself is refused.
     assert_eq!(answer("dot-params"), "400", "{s}");
-    let seen = up.requests();
+    let seen = forge.up.requests();
     let paths: Vec<&str> = seen
         .iter()
         .map(|r| r.split_once(' ').map_or(r.as_str(), |(_, rest)| rest))
@@ -171,18 +155,16 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
 
 #[test]
 fn request_rules_hold_for_an_unprivileged_user_too() {
-    let Some(Forge { ca, up }) = Forge::start() else {
-        return;
-    };
+    let Some(forge) = Forge::start() else { return };
     let Some(who) = Unprivileged::get() else {
         skip("cannot get an unprivileged user to run warden as: the rootless half is not run");
         return;
     };
-    let port = up.port.to_string();
+    let port = forge.up.port.to_string();
     let out = who
         .command(who.bin.to_str().unwrap())
         .args(["run", "--no-tty"])
-        .args(crate::common::forge::reach(&ca, &port))
+        .args(reach(&forge.ca, &port))
         .args([
             "--allow-request",
             &format!("GET,HEAD forge.test:{port}/repos/**"),
@@ -201,13 +183,11 @@ done"#
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let s = stdout(&out);
-    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    let s = printed(&out);
     assert_eq!(s.matches("ok\n").count(), 2, "{s}");
     assert_eq!(s.matches(" 403").count(), 2, "{s}");
     assert!(s.contains("x-warden-reason: no_request_rule"), "{s}");
-    let seen = up.requests();
-    assert_eq!(seen.len(), 2, "only the allowed requests arrived: {seen:?}");
+    let seen = forge.up.arrived(2, "only the allowed requests");
     assert!(
         seen.iter().all(|r| r.ends_with("GET /repos/acme/w")),
         "{seen:?}"
