@@ -172,3 +172,42 @@ fn an_asked_disk_limit_runs_under_gvisor_and_holds() {
     );
     let _ = warden(state.path(), &["rm", "-f", "ga"]);
 }
+
+#[test]
+fn rootless_a_named_gvisor_sandbox_is_refused_rather_than_run_past_its_disk_budget() {
+    if !is_root() {
+        return skip("needs root to run warden as another user");
+    }
+    if !gvisor_available() {
+        return;
+    }
+    let Some(user) = Unprivileged::get() else {
+        return skip("no unprivileged user to run warden as");
+    };
+    let state = TempDir::new("gvisor-disk-rootless");
+    let ws = TempDir::new("gvisor-disk-rootless-ws");
+    user.own(state.path());
+    user.own(ws.path());
+    let st = state.path().join("warden");
+    ok(&user.warden(
+        &st,
+        &["create", "r", "--isolation", "gvisor", "-w", ws.str()],
+    ));
+    let out = user.warden(&st, &["start", "r"]);
+    let err = stderr(&out);
+    assert_ne!(code(&out), 0, "a rootless gVisor sandbox started: {err}");
+    assert!(
+        err.contains("disk budget") && err.contains("--disk"),
+        "{err}"
+    );
+    assert!(
+        runsc_running_under(&st).is_empty(),
+        "runsc ran for a refused sandbox"
+    );
+    let _ = user.warden(&st, &["rm", "-f", "r"]);
+}
+
+/// runsc's processes given a root under `state`.
+fn runsc_running_under(state: &std::path::Path) -> Vec<i32> {
+    pids_with_marker(&state.join("gvisor").display().to_string())
+}
