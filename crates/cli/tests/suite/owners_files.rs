@@ -469,3 +469,49 @@ fn the_model_behind_mcp_gets_no_workspace_over_the_owners_files() {
     let b = create(&other);
     assert!(!b.contains("\"isError\":true"), "{b}");
 }
+
+#[test]
+fn a_tokens_e2b_sandbox_with_a_writable_volume_is_not_started_again_once_it_holds_the_owners_files()
+{
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("owners-e2b-later");
+    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
+    let proj = host.project("proj4", "warden-base.yaml", base);
+    std::fs::write(host.profile("small"), "resources:\n  memory: 256M\n").unwrap();
+    let file = host.dir.path().join("daemon.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "e2b:\n  volumes:\n    proj: {{path: {}, writable: true, tokens: [\"*\"]}}\n",
+            proj.display()
+        ),
+    )
+    .unwrap();
+    let e2b = format!("127.0.0.1:{}", free_port());
+    let d = host.daemon(&["--config", file.to_str().unwrap(), "--e2b", &e2b]);
+    let key = host.token();
+    let door = e2b_calls_as(&d, key.clone());
+    // Nothing of the owner's is in the volume yet: it is mounted.
+    let (s, b) = door(
+        "POST",
+        "/sandboxes",
+        Some(
+            r#"{"templateID":"small","timeout":120,"volumeMounts":[{"name":"proj","path":"/mnt/proj"}]}"#,
+        ),
+    );
+    assert_eq!(s, 201, "{b}");
+    let id = json(&b)["sandboxID"].as_str().unwrap().to_string();
+    let (s, b) = api(&d, &key, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
+    assert!(s < 300, "{s} {b}");
+    // The owner's profile comes to extend the project's file.
+    std::fs::write(
+        host.profile("proj4"),
+        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
+    )
+    .unwrap();
+    let (s, b) = api(&d, &key, "POST", &format!("/v1/sandboxes/{id}/start"), "{}");
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(b["field"], "/spec/filesystem/volumes", "{b}");
+}

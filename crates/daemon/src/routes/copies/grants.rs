@@ -55,13 +55,17 @@ impl HostGrants for DaemonGrants<'_> {
             .ok()
             .and_then(|db| db.token(id).ok().flatten())
             .map(|t| t.name);
+        // A writable volume's writes are merged into its directory at
+        // stop: not once the directory holds a file the owner's
+        // configuration is read from (the owner's profiles may have come
+        // to name one since the create).
         crate::e2b::declared::still_declared(
             &self.0.e2b_volumes,
             id,
             name.as_deref(),
             host,
             writable,
-        )
+        ) && !(writable && self.0.holds_configuration(host))
     }
 }
 
