@@ -18,6 +18,11 @@ use crate::execs::{self, ExecHandle};
 // it.
 use crate::credential::Credential;
 
+/// How long the E2B code interpreter's server may take to listen
+/// (unpacking, the first kernel) unless the owner says otherwise (`e2b:
+/// interpreter_start_within:`; see [`crate::e2b::interpreter`]).
+const INTERPRETER_START_WITHIN: Duration = Duration::from_secs(180);
+
 /// Limits on what a request may carry.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -145,7 +150,7 @@ impl App {
             e2b_volumes: settings.e2b_volumes,
             e2b_interpreter_start_within: settings
                 .e2b_interpreter_start_within
-                .unwrap_or(crate::e2b::interpreter::START_WITHIN),
+                .unwrap_or(INTERPRETER_START_WITHIN),
             config_file: settings.config_file,
         })
     }

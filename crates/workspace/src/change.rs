@@ -9,6 +9,7 @@
 use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// One reason to look twice at a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -103,15 +104,23 @@ pub enum Content {
     },
 }
 
+/// The most lines (on either side) a file may have to be diffed line by
+/// line. Past it a person reads no patch anyway.
+pub const MAX_LINES: usize = 50_000;
+/// How long one file's line diff may search for the shortest diff.
+pub const FILE_DEADLINE: Duration = Duration::from_millis(500);
+/// How long all line diffs of one review may take together.
+pub const REVIEW_BUDGET: Duration = Duration::from_secs(4);
+
 /// Why a text file's change was not diffed line by line (a stable code in
 /// JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cut {
     /// More lines on one side than a review diffs
-    /// ([`crate::textdiff::MAX_LINES`]).
+    /// ([`MAX_LINES`]).
     TooManyLines,
-    /// The review's time for line diffs ([`crate::textdiff::REVIEW_BUDGET`])
+    /// The review's time for line diffs ([`REVIEW_BUDGET`])
     /// was spent on the files before it.
     TimeBudget,
 }
@@ -122,12 +131,12 @@ impl std::fmt::Display for Cut {
             Cut::TooManyLines => write!(
                 f,
                 "more than {} lines, too large to diff",
-                crate::textdiff::MAX_LINES
+                MAX_LINES
             ),
             Cut::TimeBudget => write!(
                 f,
                 "the review's {} s for line diffs was spent on other files; review this one alone to see its diff",
-                crate::textdiff::REVIEW_BUDGET.as_secs()
+                REVIEW_BUDGET.as_secs()
             ),
         }
     }

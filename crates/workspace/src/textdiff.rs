@@ -23,15 +23,8 @@
 //! than the layer holds).
 
 use crate::change::{Content, Cut};
-use std::time::{Duration, Instant};
-
-/// The most lines (on either side) a file may have to be diffed line by
-/// line. Past it a person reads no patch anyway.
-pub const MAX_LINES: usize = 50_000;
-/// How long one file's line diff may search for the shortest diff.
-pub const FILE_DEADLINE: Duration = Duration::from_millis(500);
-/// How long all line diffs of one review may take together.
-pub const REVIEW_BUDGET: Duration = Duration::from_secs(4);
+pub use crate::change::{FILE_DEADLINE, MAX_LINES, REVIEW_BUDGET};
+use std::time::Instant;
 
 /// The time one review has left for line diffs.
 #[derive(Debug, Clone, Copy)]

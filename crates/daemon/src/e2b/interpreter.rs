@@ -68,9 +68,6 @@ const LOCK: &str = include_str!("interpreter/wheels.lock");
 /// The server's exit status when the packages it was given are not the
 /// pinned ones.
 const MISSING: i32 = 3;
-/// How long the server may take to listen (unpacking, the first kernel)
-/// unless the owner says otherwise (`e2b: interpreter_start_within:`).
-pub const START_WITHIN: Duration = Duration::from_secs(180);
 /// How long fetching the packages may take.
 const SETUP_WITHIN: Duration = Duration::from_secs(900);
 
