@@ -161,11 +161,25 @@ fn profile_names_files(catalog: &Catalog, name: &str) -> Vec<PathBuf> {
     for entry in composed.merged.pairs(Field::Secret) {
         match SecretSpec::parse(&entry).map(|s| s.source) {
             Ok(SecretSource::File(p)) => out.push(p),
-            Ok(SecretSource::Command(argv)) => {
-                out.extend(argv.iter().map(PathBuf::from).filter(|p| p.is_absolute()))
-            }
+            Ok(SecretSource::Command(argv)) => out.extend(argv.iter().flat_map(|a| paths_in(a))),
             _ => {}
         }
+    }
+    out
+}
+
+/// The absolute paths an argument of a secret's program names: itself,
+/// or each word of it that is one (`sh -c "exec /proj/get.sh"`,
+/// `--file=/proj/key`). A word that only looks like a path protects a
+/// file more, never less.
+fn paths_in(arg: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = arg
+        .split(|c: char| c.is_whitespace() || ";|&<>()'\"=`$,".contains(c))
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    if arg.starts_with('/') {
+        out.push(PathBuf::from(arg));
     }
     out
 }
@@ -253,10 +267,11 @@ mod tests {
         std::fs::write(
             profiles.join("four.yaml"),
             format!(
-                "extends: [{}, {}]\nsecrets:\n  S:\n    from_command: [/bin/sh, {}]\n    hosts: [example.com]\n",
+                "extends: [{}, {}]\nsecrets:\n  S:\n    from_command: [/bin/sh, {}]\n    hosts: [example.com]\n  T:\n    from_command: [/bin/sh, -c, \"exec {}\"]\n    hosts: [example.com]\n",
                 proj.join("base.yaml").display(),
                 proj.join("later.yaml").display(),
-                proj.join("get.sh").display()
+                proj.join("get.sh").display(),
+                proj.join("inline.sh").display()
             ),
         )
         .unwrap();
