@@ -8,6 +8,9 @@
 //! file.
 //! Through the real daemon over real HTTP (outside review 18, F3 and F4).
 
+use super::owner_caches::{
+    connect_asked, first_question_of, grants_name, token_dir, AskingProject, Call, ASK_LOOPBACK,
+};
 use crate::common::daemon::*;
 use crate::common::*;
 use serde_json::Value;
@@ -24,29 +27,6 @@ fn profile_asky(config: &Path) {
     )
     .unwrap();
 }
-
-/// The name of a project's grants file, as warden escapes its path.
-fn grants_name(ws: &Path) -> String {
-    let mut name = String::new();
-    for b in ws.to_str().unwrap().bytes() {
-        if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
-            name.push(b as char);
-        } else {
-            name.push_str(&format!("_{b:02x}"));
-        }
-    }
-    format!("{name}.yaml")
-}
-
-/// A token's directory name below `token-grants/` and `token-caches/`.
-fn token_dir(token: &str) -> String {
-    let id = token.split('_').nth(1).unwrap();
-    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
-    format!("t{hex}")
-}
-
-/// A call over the daemon's TCP listener as one token.
-type Call<'a> = dyn Fn(&str, &str, Option<&str>) -> (u16, String) + 'a;
 
 /// A daemon whose workspace root holds project `ws`, with profile `asky`.
 struct Setup {
@@ -373,25 +353,7 @@ fn a_running_token_s_sandbox_writing_into_the_owner_s_grants_file_is_not_answere
     if !egress_available() {
         return skip("egress interception is not available here");
     }
-    let state = TempDir::new("own-grants-running");
-    let config = state.path().join("config");
-    let profiles = config.join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("asky.yaml"),
-        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
-    )
-    .unwrap();
-    let root = state.path().join("projects");
-    let ws = root.join("shared");
-    std::fs::create_dir_all(&ws).unwrap();
-    let loopback = ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"));
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--workspace-root", root.to_str().unwrap()],
-        &[("XDG_CONFIG_HOME", &config), loopback],
-    );
+    let AskingProject { state, ws, d } = AskingProject::start("own-grants-running");
     let scopes = ["sandboxes:read", "sandboxes:write", "exec", "approvals"];
     let bob = calls_as(&d, api_token(&d, "bob", &scopes, None));
     let owner = |m: &str, p: &str, b: Option<&str>| call(&d, m, p, b, None);
@@ -414,7 +376,7 @@ fn a_running_token_s_sandbox_writing_into_the_owner_s_grants_file_is_not_answere
     let mut sup = std::process::Command::new(warden_bin())
         .args(["__supervise", "old-run"])
         .env("WARDEN_STATE_DIR", state.path().join("warden"))
-        .env(loopback.0, loopback.1)
+        .env(ASK_LOOPBACK.0, ASK_LOOPBACK.1)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -429,20 +391,10 @@ fn a_running_token_s_sandbox_writing_into_the_owner_s_grants_file_is_not_answere
     assert!(said.contains("ready"), "the supervisor said: {said}");
     std::thread::spawn(move || sup.wait());
 
-    let connect = serde_json::json!({
-        "argv": ["python3", "-c", super::owner_caches::PY_CONNECT, "asked.test", up.port.to_string()],
-        "background": true,
-    })
-    .to_string();
+    let connect = connect_asked(up.port);
     let (s, b) = bob("POST", "/v1/sandboxes/old-run/exec", Some(&connect));
     assert_eq!(s, 202, "{b}");
-    let mut found = None;
-    wait_until("bob's question", std::time::Duration::from_secs(20), || {
-        let (_, b) = bob("GET", "/v1/approvals", None);
-        found = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
-        found.is_some()
-    });
-    let id = found.unwrap();
+    let id = first_question_of(&bob, "bob's question");
     let question = format!("/v1/approvals/{id}");
     let written = || std::fs::read_to_string(&owners).unwrap_or_default();
     // The owner's "always" over the API.

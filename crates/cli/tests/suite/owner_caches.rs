@@ -292,10 +292,10 @@ except OSError as e:
 "#;
 
 /// A call over the daemon's TCP listener as one token.
-type Call<'a> = dyn Fn(&str, &str, Option<&str>) -> (u16, String) + 'a;
+pub(super) type Call<'a> = dyn Fn(&str, &str, Option<&str>) -> (u16, String) + 'a;
 
 /// The name of a project's grants file, as warden escapes its path.
-fn grants_name(ws: &Path) -> String {
+pub(super) fn grants_name(ws: &Path) -> String {
     let mut name = String::new();
     for b in ws.to_str().unwrap().bytes() {
         if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
@@ -305,6 +305,73 @@ fn grants_name(ws: &Path) -> String {
         }
     }
     format!("{name}.yaml")
+}
+
+/// A token's directory name below `token-grants/` and `token-caches/`.
+pub(super) fn token_dir(token: &str) -> String {
+    let id = token.split('_').nth(1).unwrap();
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("t{hex}")
+}
+
+/// The test switch that lets a held connection to the host's loopback be
+/// asked about (`asked.test` is pinned there).
+pub(super) const ASK_LOOPBACK: (&str, &str) = ("WARDEN_TEST_ASK_LOOPBACK", "1");
+
+/// A daemon (over TCP) whose workspace root `STATE/projects` holds
+/// project `shared`, with the owner's profile `asky`: asked about names,
+/// `asked.test` pinned to the host's loopback.
+pub(super) struct AskingProject {
+    pub(super) state: TempDir,
+    pub(super) ws: std::path::PathBuf,
+    pub(super) d: Daemon,
+}
+
+impl AskingProject {
+    pub(super) fn start(tag: &str) -> AskingProject {
+        let state = TempDir::new(tag);
+        let config = state.path().join("config");
+        let profiles = config.join("warden/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::write(
+            profiles.join("asky.yaml"),
+            "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
+        )
+        .unwrap();
+        let root = state.path().join("projects");
+        let ws = root.join("shared");
+        std::fs::create_dir_all(&ws).unwrap();
+        let d = Daemon::start_with(
+            state.path(),
+            true,
+            &["--workspace-root", root.to_str().unwrap()],
+            &[
+                ("XDG_CONFIG_HOME", &config),
+                (ASK_LOOPBACK.0, Path::new(ASK_LOOPBACK.1)),
+            ],
+        );
+        AskingProject { state, ws, d }
+    }
+}
+
+/// The exec body of a background [`PY_CONNECT`] to `asked.test:port`.
+pub(super) fn connect_asked(port: u16) -> String {
+    serde_json::json!({
+        "argv": ["python3", "-c", PY_CONNECT, "asked.test", port.to_string()],
+        "background": true,
+    })
+    .to_string()
+}
+
+/// The id of the first question `t` is shown (within 20 s).
+pub(super) fn first_question_of(t: &Call<'_>, whose: &str) -> String {
+    let mut found = None;
+    wait_until(whose, std::time::Duration::from_secs(20), || {
+        let (_, b) = t("GET", "/v1/approvals", None);
+        found = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
+        found.is_some()
+    });
+    found.unwrap()
 }
 
 /// "Always" answers were kept in one file per project, read by every
@@ -326,27 +393,7 @@ fn a_project_s_always_answers_are_their_principal_s_and_never_given_to_another_t
     if !egress_available() {
         return skip("egress interception is not available here");
     }
-    let state = TempDir::new("owner-grants");
-    let config = state.path().join("config");
-    let profiles = config.join("warden/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("asky.yaml"),
-        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
-    )
-    .unwrap();
-    let root = state.path().join("projects");
-    let ws = root.join("shared");
-    std::fs::create_dir_all(&ws).unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--workspace-root", root.to_str().unwrap()],
-        &[
-            ("XDG_CONFIG_HOME", &config),
-            ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1")),
-        ],
-    );
+    let AskingProject { state, ws, d } = AskingProject::start("owner-grants");
     let scopes = ["sandboxes:read", "sandboxes:write", "exec", "approvals"];
     let alice_token = api_token(&d, "alice", &scopes, None);
     let alice = calls_as(&d, alice_token.clone());
@@ -360,11 +407,11 @@ fn a_project_s_always_answers_are_their_principal_s_and_never_given_to_another_t
     std::fs::create_dir_all(&shared).unwrap();
     std::fs::write(shared.join(grants_name(&ws)), &grants).unwrap();
     // Alice's own, where hers are kept now.
-    let id = alice_token.split('_').nth(1).unwrap();
-    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
     let hers = state
         .path()
-        .join(format!("warden/token-grants/t{hex}/grants"));
+        .join("warden/token-grants")
+        .join(token_dir(&alice_token))
+        .join("grants");
     std::fs::create_dir_all(&hers).unwrap();
     std::fs::write(hers.join(grants_name(&ws)), &grants).unwrap();
 
@@ -385,23 +432,14 @@ fn a_project_s_always_answers_are_their_principal_s_and_never_given_to_another_t
         "bob's sandbox was given another's answer: {spec}"
     );
     // Bob's connection is asked about, and nothing of it arrives.
-    let connect = serde_json::json!({
-        "argv": ["python3", "-c", PY_CONNECT, "asked.test", up.port.to_string()],
-        "background": true,
-    })
-    .to_string();
+    let connect = connect_asked(up.port);
     let (s, b) = bob("POST", "/v1/sandboxes/b1/exec", Some(&connect));
     assert_eq!(s, 202, "{b}");
-    let mut found = None;
-    wait_until("bob's question", std::time::Duration::from_secs(20), || {
-        let (_, b) = bob("GET", "/v1/approvals", None);
-        found = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
-        found.is_some()
-    });
+    let id = first_question_of(&bob, "bob's question");
     assert_eq!(up.arrivals(), 0, "bob's sandbox went through unasked");
     let (s, b) = bob(
         "POST",
-        &format!("/v1/approvals/{}", found.unwrap()),
+        &format!("/v1/approvals/{id}"),
         Some(r#"{"decision":"deny"}"#),
     );
     assert_eq!(s, 204, "{b}");
