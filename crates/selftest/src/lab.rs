@@ -171,6 +171,26 @@ impl Lab {
         })
     }
 
+    /// A host directory `name` that the attack binds into a sandbox with
+    /// `--rw`, for what the sandbox and the host tell each other while it
+    /// runs (a `--rw` bind is the host directory itself, live through a
+    /// run and an exec alike): writable by whatever identity the sandbox
+    /// runs as (gVisor's writes arrive as nobody), inside a directory
+    /// only warden's user enters.
+    pub(crate) fn shared_dir(&self, name: &str) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let private = self.dir.join("shared");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&private)?;
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700))?;
+        let dir = private.join(name);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))?;
+        Ok(dir)
+    }
+
     pub(crate) fn plant(&self, name: &str, content: &str) -> PathBuf {
         let p = self.dir.join(name);
         if let Some(parent) = p.parent() {

@@ -4,8 +4,8 @@
 //!
 //! The first sandbox says when it is ready (listening, its file written)
 //! and waits until the second has done its worst, through a host
-//! directory bound into it with `--rw` (the host directory itself, live
-//! both ways through a run and an exec): the second starts only once the
+//! directory bound into it with `--rw` (see [`Lab::shared_dir`]): the
+//! second starts only once the
 //! first is there to be reached, and the first lives exactly as long as
 //! the attack (a fixed 300 ms head start could be too short on a loaded
 //! host, and the first's fixed 5 s made each attack take 5 s).
@@ -86,13 +86,10 @@ fn against_another<T>(
     arg: &str,
     attack: impl FnOnce() -> T,
 ) -> Result<(Run, T), Verdict> {
-    let dir = lab.dir.join(name);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return Err(Verdict::Skipped(format!(
-            "cannot make {}: {e}",
-            dir.display()
-        )));
-    }
+    let dir = match lab.shared_dir(name) {
+        Ok(dir) => dir,
+        Err(e) => return Err(Verdict::Skipped(format!("cannot make its directory: {e}"))),
+    };
     let shared = dir.to_string_lossy();
     let Some((mut first, start)) = lab.spawn(&["--rw", &shared], probe, &[arg, &shared]) else {
         return Err(Verdict::Skipped("cannot start the first sandbox".into()));

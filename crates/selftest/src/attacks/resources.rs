@@ -185,13 +185,13 @@ fn disk_used(dir: &std::path::Path) -> u64 {
 /// the workspace is a layer whose writes reach the host directory only
 /// when the sandbox stops, so the host never learnt in time that the
 /// sandbox was holding its instances (the attack was skipped after the
-/// judge's 25 s). A `--rw` bind is the host directory itself, through a
-/// run and an exec alike.
+/// judge's 25 s). A `--rw` bind (see [`crate::lab::Lab::shared_dir`]) is
+/// the host directory itself, through a run and an exec alike.
 fn user_quota(lab: &crate::Lab) -> Verdict {
-    let ws = lab.dir.join("user-quota");
-    if let Err(e) = std::fs::create_dir_all(&ws) {
-        return Verdict::Skipped(format!("cannot make {}: {e}", ws.display()));
-    }
+    let ws = match lab.shared_dir("user-quota") {
+        Ok(dir) => dir,
+        Err(e) => return Verdict::Skipped(format!("cannot make its directory: {e}")),
+    };
     let marker = ws.join("holding");
     let watched = marker.clone();
     let judge = std::thread::spawn(move || {
