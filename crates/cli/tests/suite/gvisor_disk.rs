@@ -211,3 +211,137 @@ fn rootless_a_named_gvisor_sandbox_is_refused_rather_than_run_past_its_disk_budg
 fn runsc_running_under(state: &std::path::Path) -> Vec<i32> {
     pids_with_marker(&state.join("gvisor").display().to_string())
 }
+
+/// The memory cgroup (v1's memory hierarchy, else v2's unified one) of
+/// the first of runsc's processes under `state`: its usage and its
+/// shmem (tmpfs pages), in bytes, and its limit.
+fn runsc_memory(state: &std::path::Path) -> Option<(u64, u64, u64)> {
+    for pid in runsc_running_under(state) {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+            continue;
+        };
+        let v1 = text.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            ctl.split(',')
+                .any(|c| c == "memory")
+                .then(|| format!("/sys/fs/cgroup/memory{path}"))
+        });
+        let (dir, usage, limit, shmem) = match v1 {
+            Some(d) => (
+                d,
+                "memory.usage_in_bytes",
+                "memory.limit_in_bytes",
+                "total_shmem",
+            ),
+            None => {
+                let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+                (
+                    format!("/sys/fs/cgroup{path}"),
+                    "memory.current",
+                    "memory.max",
+                    "shmem",
+                )
+            }
+        };
+        let read = |f: &str| -> Option<u64> {
+            std::fs::read_to_string(format!("{dir}/{f}"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        let stat = std::fs::read_to_string(format!("{dir}/memory.stat")).ok()?;
+        let shmem = stat.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == shmem).then(|| v.trim().parse().ok())?
+        })?;
+        return Some((read(usage)?, shmem, read(limit)?));
+    }
+    None
+}
+
+#[test]
+fn a_gvisor_sandboxs_disk_budget_refilled_at_its_start_is_charged_to_its_own_memory_cgroup() {
+    if !is_root() {
+        return skip("the budget's tmpfs is made only as root");
+    }
+    if !gvisor_available() {
+        return;
+    }
+    let state = TempDir::new("gvisor-disk-charge");
+    let ws = TempDir::new("gvisor-disk-charge-ws");
+    // 256 MiB of memory: a cgroup of 512 MiB (gVisor's own beside it);
+    // a budget of 200 MiB.
+    ok(&warden(
+        state.path(),
+        &[
+            "create",
+            "gc",
+            "--isolation",
+            "gvisor",
+            "--memory",
+            "256M",
+            "--disk",
+            "200M",
+            "-w",
+            ws.str(),
+        ],
+    ));
+    ok(&warden(state.path(), &["start", "gc"]));
+    let out = ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "gc",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/urandom of=/workspace/big bs=1M count=190 iflag=fullblock 2>&1; echo dd=$?",
+        ],
+    ));
+    assert!(out.contains("dd=0"), "{out}");
+    ok(&warden(state.path(), &["stop", "gc"]));
+    // The start refills the budget's tmpfs with the 190 MiB layer.
+    ok(&warden(state.path(), &["start", "gc"]));
+    let st = state.path().join("warden");
+    let Some((usage, shmem, limit)) = runsc_memory(&st) else {
+        let _ = warden(state.path(), &["rm", "-f", "gc"]);
+        return skip("runsc's memory cgroup cannot be read here");
+    };
+    eprintln!(
+        "after the start: the sandbox's cgroup uses {} MiB, {} MiB of it shmem, limit {} MiB",
+        usage / MIB,
+        shmem / MIB,
+        limit / MIB
+    );
+    assert!(
+        shmem >= 185 * MIB && usage >= 185 * MIB,
+        "the 190 MiB refilled are not in the sandbox's cgroup: usage {} MiB, shmem {} MiB",
+        usage / MIB,
+        shmem / MIB
+    );
+    // Its memory and its budget together cannot pass the cgroup's limit:
+    // 350 MiB more in gVisor's own /tmp (RAM) beside the 190 MiB layer
+    // is past 512 MiB (without the layer, 350 MiB and gVisor's own,
+    // about 20 MiB, fit).
+    let out = warden(
+        state.path(),
+        &[
+            "exec",
+            "gc",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/urandom of=/tmp/fill bs=1M count=350 iflag=fullblock 2>&1; echo dd=$?",
+        ],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let after = runsc_memory(&st);
+    eprintln!("writing 350 MiB more: {said}; cgroup after: {after:?}");
+    assert!(
+        !said.contains("dd=0"),
+        "the sandbox held its 190 MiB layer and 350 MiB more within a 512 MiB cgroup: {said}"
+    );
+    let _ = warden(state.path(), &["rm", "-f", "gc"]);
+}

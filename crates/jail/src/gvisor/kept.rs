@@ -6,8 +6,9 @@
 //! sandbox stops, by at most the budget.
 //!
 //! The tmpfs is made detached (`fsopen`, `fsmount`): it is in no mount
-//! namespace of the host's, the supervisor fills it from the saved state
-//! through its descriptor, and runsc's child attaches views of it in its
+//! namespace of the host's, a child of the supervisor placed in runsc's
+//! cgroup fills it from the saved state through its descriptor (so its
+//! pages count against the sandbox's memory limit, [`super::fill`]), and runsc's child attaches views of it in its
 //! own mount namespace ([`super::mount`]): the overlay's upper and work
 //! directories, the home bound from it. runsc's file server writes into
 //! it, never onto the host's disk. When runsc is gone the supervisor
@@ -45,6 +46,12 @@ pub enum KeptStateError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot place the filling of the sandbox's size-limited state (`resources.disk`) in its cgroup ({0}): its pages would count against no limit of the sandbox's")]
+    Charge(String),
+    #[error(
+        "cannot fill the sandbox's size-limited state (`resources.disk`) from its own cgroup: {0}"
+    )]
+    Filled(String),
     #[error("cannot save the sandbox's changes to {saved}")]
     Save {
         saved: PathBuf,
@@ -57,10 +64,13 @@ impl Kept {
     /// The tmpfs of `spec`'s disk budget holding the saved layer
     /// (`upper`, `work`) of an overlay whose saved upper is `upper`, and
     /// the saved home of a named sandbox; `None` when the spec keeps
-    /// nothing or has no budget.
+    /// nothing or has no budget. The tmpfs is filled by a process in
+    /// `cgroup`, runsc's, so that its pages count against the sandbox's
+    /// memory limit ([`super::fill`]).
     pub(super) fn make(
         spec: &SandboxSpec,
         upper: Option<&Path>,
+        cgroup: Option<&crate::cgroup::Cgroup>,
     ) -> Result<Option<Kept>, KeptStateError> {
         let Some(disk) = spec.filesystem.disk else {
             return Ok(None);
@@ -74,13 +84,16 @@ impl Kept {
         }
         let fd = tmpfs(disk.bytes).map_err(KeptStateError::Tmpfs)?;
         let live = live(&fd);
-        if let Some(upper) = upper {
-            restore(upper, &live.join("upper"), disk.bytes)?;
-            make_dir(&live.join("work"))?;
-        }
-        if let Some(home) = &home {
-            restore(home, &live.join("home"), disk.bytes)?;
-        }
+        super::fill::in_cgroup(cgroup, || {
+            if let Some(upper) = upper {
+                restore(upper, &live.join("upper"), disk.bytes)?;
+                make_dir(&live.join("work"))?;
+            }
+            if let Some(home) = &home {
+                restore(home, &live.join("home"), disk.bytes)?;
+            }
+            Ok(())
+        })?;
         let save = KeptSave {
             upper: upper.map(Path::to_path_buf),
             home,

@@ -15,6 +15,7 @@
 
 pub mod bundle;
 mod ended;
+mod fill;
 mod kept;
 mod leftovers;
 mod limits;
@@ -196,7 +197,8 @@ pub fn run(
     if let Some(why) = events.failure() {
         return Err(GvisorError::Unrecorded(why));
     }
-    let (uid, gid, shown, mount, kept) = workspace_ids_and_mount(spec, &workspace, root, &dir.0)?;
+    let (uid, gid, shown, mount, kept) =
+        workspace_ids_and_mount(spec, &workspace, root, &dir.0, cgroup.as_ref())?;
     // The kept home is shown from the tmpfs of the disk budget.
     let with_home;
     let spec = match kept.as_ref().and_then(|k| k.home()) {
@@ -293,6 +295,7 @@ fn workspace_ids_and_mount(
     workspace: &Workspace,
     root: bool,
     state: &Path,
+    cgroup: Option<&crate::cgroup::Cgroup>,
 ) -> Result<
     (
         u32,
@@ -318,7 +321,7 @@ fn workspace_ids_and_mount(
             Workspace::Overlay { dirs, .. } => Some(dirs.upper.as_path()),
             _ => None,
         };
-        kept::Kept::make(spec, upper)?
+        kept::Kept::make(spec, upper, cgroup)?
     } else {
         None
     };
