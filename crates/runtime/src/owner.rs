@@ -17,7 +17,27 @@ pub enum Owner<'a> {
     Token(&'a str),
 }
 
+/// The step a token's view of the host's free disk space is rounded down
+/// to: a token is never told that space, and no answer it gets (a 507
+/// `no_disk`, the default disk budget it is given) may tell it closer
+/// than this. One GiB: coarse against bisection (a token bisecting the
+/// disk budget at which it is refused learns a whole number of GiB, and
+/// sees the owner's disk use move only when it crosses one), fine enough
+/// that a host with a few GiB free still serves tokens.
+pub const FREE_SPACE_STEP: u64 = 1 << 30;
+
 impl Owner<'_> {
+    /// The free space `free` of warden's state's file system as this
+    /// owner's requests are held to it: exact for the machine's owner
+    /// (who is told it); for a token, rounded down to a whole
+    /// [`FREE_SPACE_STEP`].
+    pub fn free_space_held_to(&self, free: u64) -> u64 {
+        match self {
+            Owner::Machine => free,
+            Owner::Token(_) => free - free % FREE_SPACE_STEP,
+        }
+    }
+
     /// As a snapshot records its owner.
     pub fn label(&self) -> String {
         match self {

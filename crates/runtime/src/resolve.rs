@@ -537,7 +537,10 @@ fn resolve_inner(
         let dir = sandbox
             .or(kept.as_ref().map(|(_, sb)| sb))
             .map(|sb| sb.dir());
-        placement.disk_free = dir.or(ctx.state_dir).and_then(free_space);
+        placement.disk_free = dir
+            .or(ctx.state_dir)
+            .and_then(free_space)
+            .map(|f| ctx.owner.free_space_held_to(f));
     }
     // A named sandbox keeps its home with its state, so that it persists
     // from one exec to the next; a run gets a fresh one.
@@ -560,7 +563,10 @@ fn resolve_inner(
     if placement.disk_free.is_none()
         && (placement.home_dir.is_some() || placement.cache_dir.is_some())
     {
-        placement.disk_free = ctx.state_dir.and_then(free_space);
+        placement.disk_free = ctx
+            .state_dir
+            .and_then(free_space)
+            .map(|f| ctx.owner.free_space_held_to(f));
     }
     let ask = merged.on(Field::Ask);
     // Names answered "always" for this project before are allowed, and

@@ -23,6 +23,7 @@ mod daemon_audit_bound;
 mod daemon_bounds;
 mod daemon_callers;
 mod daemon_egress;
+mod daemon_free_space;
 mod daemon_health;
 mod daemon_hosts;
 mod daemon_profiles;

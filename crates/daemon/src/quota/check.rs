@@ -2,8 +2,8 @@
 //! in flight reserved and what is asked now, and of the host's disk
 //! reserved against its free space.
 
-use axum::http::StatusCode;
 use warden_policy::{format_size, Field};
+use warden_runtime::owner::Owner;
 use warden_workspace::Sandbox;
 
 use super::bounds::{bounds_of, share, Bounds};
@@ -116,14 +116,10 @@ pub(super) fn check(
             ),
         ));
     }
-    if !host_disk_holds(app, recorded_as, new.host_disk)? {
-        // The host's free space is the owner's to know, not a token's.
-        return Err(ApiError::new(
-            StatusCode::INSUFFICIENT_STORAGE,
-            "no_disk",
-            "the daemon's host has no room left to reserve this sandbox's disk budget: ask for less (resources.disk) or remove a sandbox",
-        )
-        .with_field(spec_pointer(Field::Disk).as_deref()));
+    if !host_disk_holds(app, token, recorded_as, new.host_disk)? {
+        // The host's free space is the owner's to know, not a token's:
+        // the answer is the one a budget past the free space gets.
+        return Err(super::no_disk());
     }
     Ok(())
 }
@@ -147,10 +143,19 @@ pub(super) fn sandboxes_of(
 }
 
 /// Whether the state's file system can hold `new` more bytes warden may
-/// write (for sandboxes not yet counted, `recorded_as` the one of them in
-/// the store) besides what every other sandbox in the store, and every
-/// fork in flight, may still write.
-fn host_disk_holds(app: &App, recorded_as: Option<&str>, new: u64) -> Result<bool, ApiError> {
+/// write for `token` (for sandboxes not yet counted, `recorded_as` the one
+/// of them in the store) besides what every other sandbox in the store,
+/// and every fork in flight, may still write. The free space is taken
+/// rounded down to a whole
+/// [`warden_runtime::owner::FREE_SPACE_STEP`]: where the refusal starts
+/// tells a token no more of it than that. The daemon's log says the
+/// exact figures of a refusal, for the owner.
+fn host_disk_holds(
+    app: &App,
+    token: &TokenRow,
+    recorded_as: Option<&str>,
+    new: u64,
+) -> Result<bool, ApiError> {
     let Some(free) = free_space(&app.state_dir) else {
         return Ok(true);
     };
@@ -165,7 +170,19 @@ fn host_disk_holds(app: &App, recorded_as: Option<&str>, new: u64) -> Result<boo
         // free space, and is not counted twice.
         .map(|(e, s)| host_disk_of(&s).saturating_sub(e.changes_bytes))
         .fold(app.pending.host_disk(), u64::saturating_add);
-    Ok(others.saturating_add(new) <= free)
+    let held = Owner::Token(&token.id).free_space_held_to(free);
+    let holds = others.saturating_add(new) <= held;
+    if !holds {
+        tracing::warn!(
+            token = %token.id,
+            asked = new,
+            reserved = others,
+            free,
+            held_to = held,
+            "a token's sandbox refused (507 no_disk): the state's file system cannot hold its disk budget besides the other sandboxes' (its free space counted in whole GiB for tokens)"
+        );
+    }
+    Ok(holds)
 }
 
 /// Free space (for an unprivileged user) of the file system holding `dir`.

@@ -54,7 +54,14 @@
 //! own, as a snapshot's copy is priced, never less than they take.
 //!
 //! A refusal names the JSON pointer and a reason code; it never tells a
-//! token the host's free space.
+//! token the host's free space. Nor does where it starts: for a token,
+//! the free space is counted rounded down to a whole GiB
+//! ([`warden_runtime::owner::FREE_SPACE_STEP`]), by check 3 as by the
+//! resolution of its budget (a default budget is half of it, an asked
+//! one past it is refused), and both give the one 507 `no_disk`
+//! ([`no_disk`]), so that bisecting the disk budget at which it starts
+//! learns a whole number of GiB, not the free space. The daemon's log
+//! says the exact figures of each such refusal, for the owner.
 //!
 //! The parts, each below the ones that use it: [`bounds`] (what a token
 //! is held to), [`measure`] (what a sandbox holds), [`disk`] (what a
@@ -65,7 +72,7 @@
 use axum::http::StatusCode;
 use warden_policy::Field;
 
-use crate::error::{spec_pointer, ApiError};
+use crate::error::{chain, spec_pointer, ApiError};
 
 mod bounds;
 mod ceiling;
@@ -115,10 +122,20 @@ pub(crate) fn as_caller_sees(
     if !hidden {
         return e.into();
     }
+    tracing::warn!(error = %chain(&e), "a token's sandbox refused (507 no_disk)");
+    no_disk()
+}
+
+/// 507 `no_disk` at the disk's pointer: a token's sandbox the host's disk
+/// cannot hold. One answer whichever check refused it (a budget past the
+/// free space, or no room left beside the other sandboxes'
+/// reservations), and with no figure: a token is never told the host's
+/// free space, nor what other sandboxes reserve.
+pub(crate) fn no_disk() -> ApiError {
     ApiError::new(
         StatusCode::INSUFFICIENT_STORAGE,
         "no_disk",
-        "the daemon's host has no room for this disk budget: ask for less (resources.disk)",
+        "the daemon's host has no room for this sandbox's disk budget: ask for less (resources.disk) or remove a sandbox",
     )
     .with_field(spec_pointer(Field::Disk).as_deref())
 }
