@@ -211,9 +211,12 @@ pub struct CreateRequest {
     pub one_shot: bool,
 }
 
+/// The directory of the state that holds the sandboxes' own workspaces.
+pub const OWN_WORKSPACES: &str = "workspaces";
+
 /// The directory of a sandbox's own workspace (one made without `-w`).
 pub fn own_workspace(store: &Store, name: &str) -> PathBuf {
-    store.root().join("workspaces").join(name)
+    store.root().join(OWN_WORKSPACES).join(name)
 }
 
 /// Create the sandbox `name`: its workspace layer and its spec, resolved

@@ -18,7 +18,9 @@
 //! away from them ([`OwnersFiles::held_by`], [`OwnersFiles::touched_by`]).
 //!
 //! The closure holds: the configuration directory and warden's state
-//! (whole directories); every entry of the catalogue's `profiles/` and
+//! (whole directories, but for the sandboxes' own workspaces in the
+//! state's `workspaces/`, which the sandboxes write by design and nothing
+//! reads with the owner's trust); every entry of the catalogue's `profiles/` and
 //! `presets/`; each `extends` target named by path, at any depth, found or
 //! not (a file that does not exist yet is read once someone makes it);
 //! each secret's `from_file`, and each absolute path in a `from_command`
@@ -41,6 +43,8 @@ use std::path::{Component, Path, PathBuf};
 use warden_policy::compose::{compose, Catalog, Layer};
 use warden_policy::{Field, SecretSource, SecretSpec};
 
+use crate::lifecycle::OWN_WORKSPACES;
+
 /// The reason code of a refusal to let a token's workspace or commit
 /// reach a file of the owner's configuration.
 pub const HOLDS_CONFIGURATION: &str = "holds_configuration";
@@ -54,8 +58,11 @@ const MAX_LINKS: usize = 40;
 /// The owner's configuration, as files and directories on the host.
 #[derive(Debug, Clone, Default)]
 pub struct OwnersFiles {
-    /// Directories wholly the owner's, real paths.
-    dirs: Vec<PathBuf>,
+    /// Directories wholly the owner's, real paths, each with the
+    /// directory of sandboxes' own workspaces it holds, if it is a state
+    /// (its `workspaces/`): every entry of that one, and what is below,
+    /// is a sandbox's, not the owner's.
+    dirs: Vec<(PathBuf, Option<PathBuf>)>,
     /// Each file read with the owner's trust and each symbolic link on
     /// the way to it, by real path (the link's own, not its target's).
     paths: Vec<PathBuf>,
@@ -65,20 +72,24 @@ pub struct OwnersFiles {
 
 impl OwnersFiles {
     /// The closure of what `catalog` reads with the owner's trust, with
-    /// the directories `dirs` (warden's state) and the files `files` (a
+    /// the directories `dirs` (warden's state, less its sandboxes' own
+    /// workspaces) and the files `files` (a
     /// door's own settings file) added.
     pub fn of(catalog: &Catalog, dirs: &[&Path], files: &[PathBuf]) -> OwnersFiles {
         let mut out = OwnersFiles::default();
-        for d in catalog
+        let states = dirs.iter().map(|d| (*d, true));
+        for (d, state) in catalog
             .config_dir
             .iter()
-            .map(PathBuf::as_path)
-            .chain(dirs.iter().copied())
+            .map(|d| (d.as_path(), false))
+            .chain(states)
         {
-            out.dirs.push(match d.is_absolute() {
+            let real = match d.is_absolute() {
                 true => walk(d).0,
                 false => std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()),
-            });
+            };
+            let own = state.then(|| real.join(OWN_WORKSPACES));
+            out.dirs.push((real, own));
         }
         let mut named: Vec<PathBuf> = files.to_vec();
         for kind in ["profiles", "presets"] {
@@ -116,10 +127,17 @@ impl OwnersFiles {
     /// Whether the directory `dir` (a real path) holds one of the owner's
     /// files or directories, or lies inside one of the owner's
     /// directories: a workspace there could write it.
+    /// A sandbox's own workspace in the state (and what is below it) is
+    /// not the owner's; the state's `workspaces/` itself, and the rest of
+    /// the state, are.
     pub fn held_by(&self, dir: &Path) -> bool {
+        let sandboxes = |own: &Option<PathBuf>| {
+            own.as_ref()
+                .is_some_and(|o| dir != o.as_path() && dir.starts_with(o))
+        };
         self.dirs
             .iter()
-            .any(|d| d.starts_with(dir) || dir.starts_with(d))
+            .any(|(d, own)| d.starts_with(dir) || (dir.starts_with(d) && !sandboxes(own)))
             || self.paths.iter().any(|p| p.starts_with(dir))
     }
 
@@ -300,6 +318,43 @@ mod tests {
         assert!(owners.held_by(&proj));
         assert!(owners.held_by(&root.join("config/profiles")));
         assert!(!owners.held_by(&root.join("elsewhere")));
+        warden_workspace::fsutil::remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn a_sandboxes_own_workspace_in_the_state_is_not_the_owners_but_the_rest_of_the_state_is() {
+        let t = std::env::temp_dir().join(format!("warden-owners-state-{}", std::process::id()));
+        let _ = warden_workspace::fsutil::remove_tree(&t);
+        let state = t.join("state");
+        std::fs::create_dir_all(state.join("workspaces/own1")).unwrap();
+        std::fs::create_dir_all(state.join("sandboxes/own1")).unwrap();
+        std::fs::write(state.join("grants.json"), "{}").unwrap();
+        let state = state.canonicalize().unwrap();
+        let owners = OwnersFiles::of(&owner_at(&t), &[state.as_path()], &[]);
+        let own = state.join("workspaces/own1");
+        assert!(!owners.held_by(&own), "a sandbox's own workspace");
+        assert!(!owners.touched_by(&own.join("notes.txt")));
+        assert!(!owners.touched_by(&own.join("sub/warden.yaml")));
+        for p in ["grants.json", "tokens.db", "sandboxes/own1/sandbox.json"] {
+            assert!(owners.touched_by(&state.join(p)), "{p} is the owner's");
+        }
+        assert!(owners.held_by(&state.join("workspaces")), "all of them");
+        assert!(owners.held_by(&state));
+        // A link in a sandbox's workspace to the rest of the state leads
+        // back to the owner's.
+        std::os::unix::fs::symlink(&state, own.join("up")).unwrap();
+        assert!(owners.touched_by(&own.join("up/grants.json")));
+        // The configuration directory is the owner's wherever it is.
+        let inside = OwnersFiles::of(
+            &Catalog {
+                home: None,
+                config_dir: Some(own.join("config")),
+            },
+            &[state.as_path()],
+            &[],
+        );
+        assert!(inside.touched_by(&own.join("config/profiles/x.yaml")));
+        assert!(inside.held_by(&own));
         warden_workspace::fsutil::remove_tree(&t).unwrap();
     }
 }
