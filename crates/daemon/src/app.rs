@@ -198,10 +198,14 @@ impl App {
     /// the owner may change a profile between a sandbox's create and its
     /// commit.
     pub fn owners_files(&self) -> warden_runtime::owners_files::OwnersFiles {
+        // The settings file of this start, and of earlier ones: the next
+        // start may read it again.
+        let mut files = warden_runtime::state::daemon_configs(&self.state_dir);
+        files.extend(self.config_file.iter().cloned());
         warden_runtime::owners_files::OwnersFiles::of(
             &self.catalog,
             &[self.state_dir.as_path()],
-            self.config_file.as_slice(),
+            &files,
         )
     }
 

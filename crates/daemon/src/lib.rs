@@ -249,6 +249,16 @@ pub async fn bind(
             source,
         })?;
     }
+    // The settings file is recorded too: the owner's `warden diff` and
+    // `warden commit` flag a change to it as this daemon's review does.
+    if let Some(file) = &cfg.config_file {
+        warden_runtime::state::record_daemon_config(&cfg.state_dir, file).map_err(|source| {
+            ServeError::Listen {
+                what: format!("the record of the settings file {}", file.display()),
+                source,
+            }
+        })?;
+    }
     let tcp = match cfg.listen {
         None => None,
         Some(addr) => Some(

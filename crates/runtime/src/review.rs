@@ -204,7 +204,12 @@ pub fn commit(
         StoreError::InUse { .. } => ReviewError::Running(sb.name().to_string()),
         e => ReviewError::Store(e),
     })?;
-    let mut preview = sb.diff(&diff_options(sb, paths.clone(), false))?;
+    // With content (no patches): a change the review cannot show in full
+    // is flagged `not-shown` here as in the review, and so needs
+    // `accept_flagged`.
+    let mut opts = diff_options(sb, paths.clone(), true);
+    opts.patches = false;
+    let mut preview = sb.diff(&opts)?;
     flag_owners_files(sb, &mut preview, owners);
     let owners_changes: Vec<Change> = preview
         .iter()

@@ -5,6 +5,7 @@
 //! next look at the sandbox finds it dead and cleans what it left.
 
 use serde::{Deserialize, Serialize};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use warden_policy::SandboxSpec;
 
@@ -332,6 +333,43 @@ pub fn now_ms() -> u64 {
 /// (`warden serve --socket PATH`) writes that path, so that no sandbox of
 /// this state directory is shown it ([`check_socket_kept_out`]).
 pub const DAEMON_SOCKET: &str = "daemon-socket";
+
+/// Where a daemon started with a settings file (`warden serve --config
+/// FILE`) records that file's absolute path, one a line, kept after it
+/// stops (its next start reads the file again): the owner's own review
+/// and commit at the terminal flag a change to it, as the daemon's do
+/// ([`daemon_configs`], `crate::owners_files`).
+pub const DAEMON_CONFIG: &str = "daemon-config";
+
+/// The settings files daemons of state directory `state` were started
+/// with ([`DAEMON_CONFIG`]).
+pub fn daemon_configs(state: &Path) -> Vec<PathBuf> {
+    let Ok(bytes) = std::fs::read(state.join(DAEMON_CONFIG)) else {
+        return Vec::new();
+    };
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(std::ffi::OsStr::from_bytes(l)))
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
+/// Add the absolute `file` to the settings files recorded in `state`
+/// ([`DAEMON_CONFIG`]), unless it is there already.
+pub fn record_daemon_config(state: &Path, file: &Path) -> std::io::Result<()> {
+    let mut known = daemon_configs(state);
+    if known.iter().any(|k| k == file) {
+        return Ok(());
+    }
+    known.push(file.to_path_buf());
+    let mut text = Vec::new();
+    for k in &known {
+        text.extend_from_slice(k.as_os_str().as_bytes());
+        text.push(b'\n');
+    }
+    std::fs::write(state.join(DAEMON_CONFIG), text)
+}
 
 /// Refuse a spec whose binds or workspace (read-only or not) would show
 /// the socket of the daemon serving state directory `state` from outside

@@ -107,6 +107,13 @@ pub enum Content {
 /// The most lines (on either side) a file may have to be diffed line by
 /// line. Past it a person reads no patch anyway.
 pub const MAX_LINES: usize = 50_000;
+/// Files larger than this are compared but not read as text, so not
+/// diffed line by line (see `crate::textdiff` for the bounds on the files
+/// that are).
+pub const TEXT_DIFF_LIMIT: u64 = 8 << 20;
+/// The flag on a change whose content the review did not show in full
+/// (`crate::flags::not_shown`).
+pub const NOT_SHOWN: &str = "not-shown";
 /// How long one file's line diff may search for the shortest diff.
 pub const FILE_DEADLINE: Duration = Duration::from_millis(500);
 /// How long all line diffs of one review may take together.

@@ -19,9 +19,7 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-/// Files larger than this are compared but not diffed line by line (see
-/// `crate::textdiff` for the bounds on the files that are).
-const TEXT_DIFF_LIMIT: u64 = 8 << 20;
+use crate::change::TEXT_DIFF_LIMIT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
@@ -227,9 +225,14 @@ fn finish(
         pair_renames(low, upper, &mut changes)?;
     }
     if opts.content {
-        // One budget for all the review's line diffs (see `crate::textdiff`).
+        // One budget for all the review's line diffs (see `crate::textdiff`),
+        // spent on the smallest changes first: a flood of large files the
+        // sandbox writes cannot push a two-line edit out of the review.
         let budget = crate::textdiff::Budget::new();
-        for c in &mut changes {
+        let mut order: Vec<usize> = (0..changes.len()).collect();
+        order.sort_by_key(|&i| bytes_of(&changes[i]));
+        for i in order {
+            let c = &mut changes[i];
             c.content = content_of(low, upper, c, opts.patches, &budget)?;
         }
     }
@@ -240,6 +243,7 @@ fn finish(
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
     for c in &mut changes {
         c.flags = rules.check(c);
+        c.flags.extend(flags::not_shown(c));
         // Errors name the change's path in the workspace, never a host path.
         let p = c.path.clone();
         let open = |side, rel: &Path| match side {
@@ -571,6 +575,14 @@ fn pair_renames(low: &Tree, upper: &Path, changes: &mut Vec<Change>) -> Result<(
         keep
     });
     Ok(())
+}
+
+/// What a change's line diff reads: the sizes of both sides.
+fn bytes_of(c: &Change) -> u64 {
+    [&c.old, &c.new]
+        .iter()
+        .filter_map(|e| e.as_ref().map(|e| e.size))
+        .fold(0u64, u64::saturating_add)
 }
 
 /// The content difference of a change to a regular file.

@@ -7,7 +7,7 @@
 //! content.)
 
 pub use crate::change::Flag;
-use crate::change::{Change, ChangeKind, EntryKind};
+use crate::change::{Change, ChangeKind, Content, EntryKind, NOT_SHOWN, TEXT_DIFF_LIMIT};
 use std::path::{Component, Path};
 
 /// Where a pattern may sit in the workspace.
@@ -168,6 +168,32 @@ impl Rules {
         out.dedup();
         out
     }
+}
+
+/// A flag when the review did not show `c`'s content in full
+/// ([`NOT_SHOWN`]): a text file not diffed (too many lines, or the
+/// review's time spent), or a file too large to be read as text. The
+/// sandbox chooses what it writes: a one-line edit in a file past the
+/// bounds would otherwise land unseen. A file read and found binary is
+/// shown for what it is (`binary files differ`) and not flagged.
+pub(crate) fn not_shown(c: &Change) -> Option<Flag> {
+    let reason = match c.content.as_ref()? {
+        Content::NotDiffed { reason, .. } => format!(
+            "the review did not show this change's content ({reason}); read it before committing"
+        ),
+        Content::Binary { old_size, new_size } if (*old_size).max(*new_size) > TEXT_DIFF_LIMIT => {
+            format!(
+                "larger than {} MiB: the review did not read its content, so shows none of it; read it before committing",
+                TEXT_DIFF_LIMIT >> 20
+            )
+        }
+        _ => return None,
+    };
+    Some(Flag {
+        rule: NOT_SHOWN,
+        reason,
+        findings: Vec::new(),
+    })
 }
 
 fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {

@@ -45,7 +45,9 @@ mod wire;
 pub use anchor::{
     refused_at_start, WorkspaceId, WorkspaceRefused, WORKSPACE_LINK, WORKSPACE_MOVED,
 };
-pub use change::{is_format, printable, printable_name, printable_path, Cut, COARSE_NOTE};
+pub use change::{
+    is_format, printable, printable_name, printable_path, Cut, COARSE_NOTE, NOT_SHOWN,
+};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
 pub use diff::{

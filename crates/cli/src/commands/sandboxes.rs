@@ -427,12 +427,17 @@ fn ask(prompt: &str) -> anyhow::Result<char> {
 /// environment finds the catalogue (`warden_runtime::owners_files`): a
 /// change to one is flagged `owner-config`, so that the person sees that
 /// landing it changes what the owner's profiles say.
+/// The settings files a daemon of this state was started with are in it
+/// too (`warden_runtime::state::DAEMON_CONFIG`).
 fn owners_files(store: &Store) -> warden_runtime::owners_files::OwnersFiles {
     let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
-    warden_runtime::owners_files::OwnersFiles::of(&catalog, &[store.root()], &[])
+    let settings = warden_runtime::state::daemon_configs(store.root());
+    warden_runtime::owners_files::OwnersFiles::of(&catalog, &[store.root()], &settings)
 }
 
-/// What a commit would apply, flags and all, without content.
+/// What a commit would apply, flags and all, without patches (content is
+/// compared, so that a change the review cannot show in full is flagged
+/// `not-shown`).
 fn preview(
     store: &Store,
     sb: &Sandbox,
@@ -441,7 +446,7 @@ fn preview(
     let mut changes = sb
         .diff(&DiffOptions {
             paths: args.paths.clone(),
-            content: false,
+            content: true,
             patches: false,
             renames: true,
             allowed: None,

