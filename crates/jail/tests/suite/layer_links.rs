@@ -7,13 +7,15 @@
 //! `--disk` to the host's disk.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn scratch(tag: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("warden-layer-links-{tag}-{}", std::process::id()));
-    let _ = warden_workspace::fsutil::remove_tree(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    p
+/// A scratch directory removed when the test ends, passed or failed (its
+/// trees hold hundreds of megabytes).
+fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("warden-layer-links-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// The blocks of every inode under `dir`, each inode once.
@@ -35,7 +37,8 @@ const FILES: usize = 600;
 
 #[test]
 fn a_write_back_and_a_restore_keep_every_hard_link_of_six_hundred_files_waiting_at_once() {
-    let dir = scratch("many");
+    let scratch = scratch("many");
+    let dir = scratch.path();
     let live = dir.join("live");
     for d in ["a", "b", "c/deep", "x/y"] {
         std::fs::create_dir_all(live.join(d)).unwrap();
@@ -85,5 +88,5 @@ fn a_write_back_and_a_restore_keep_every_hard_link_of_six_hundred_files_waiting_
             "{used} for a source of {source}"
         );
     }
-    warden_workspace::fsutil::remove_tree(&dir).unwrap();
+    warden_workspace::fsutil::remove_tree(dir).unwrap();
 }
