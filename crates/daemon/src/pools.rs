@@ -313,9 +313,12 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
         let _ = lifecycle::remove(&app.store, &id, true);
         return Err(e);
     }
-    if let Err(e) = lifecycle::start(&app.state_dir, &sb, &app.exe) {
+    let started = crate::routes::sandboxes::secret_programs_allowed(app, &Caller::Owner, &sb)
+        .map_err(|e| e.problem.message)
+        .and_then(|()| lifecycle::start(&app.state_dir, &sb, &app.exe).map_err(|e| chain(&e)));
+    if let Err(e) = started {
         discard(app, &id);
-        return Err(chain(&e));
+        return Err(e);
     }
     Ok(id)
 }

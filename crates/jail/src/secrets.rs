@@ -390,11 +390,74 @@ fn trimmed(mut v: Vec<u8>) -> Vec<u8> {
     v
 }
 
-/// Run a program (no shell) on the host and take its output as the value.
+/// The search path of a secret's program: a bare program name is found
+/// here, and the program gets it as its `PATH`, whatever the environment
+/// of whoever started the supervisor (a daemon started from a project
+/// directory with `PATH=.:...` or a venv's `bin/` first).
+pub const PROGRAM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The working directory of a secret's program: fixed, so that a relative
+/// word of its arguments means one thing wherever the supervisor was
+/// started.
+pub const PROGRAM_DIR: &str = "/";
+
+/// The variables a secret's program keeps from the supervisor's
+/// environment: who it runs as and where its agents listen (a password
+/// store's `gpg-agent`, an SSH agent). Everything else (`PYTHONPATH`,
+/// `NODE_PATH`, `LD_PRELOAD`, `PERL5LIB`, `BASH_ENV`, ...) is dropped: it
+/// would make the program load code from wherever the daemon's caller
+/// pointed it.
+pub const PROGRAM_KEEPS: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "XDG_RUNTIME_DIR",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "GNUPGHOME",
+    "SSH_AUTH_SOCK",
+];
+
+/// Where a secret's program `program` is: itself when it names a path
+/// (absolute; a relative one is refused when the profile is read), else
+/// the first executable file of that name on [`PROGRAM_PATH`].
+pub fn program_path(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    PROGRAM_PATH
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+}
+
+/// Run a program (no shell) on the host and take its output as the value:
+/// from [`PROGRAM_DIR`], with [`PROGRAM_PATH`] and only the variables of
+/// [`PROGRAM_KEEPS`], so nothing about what it runs depends on where the
+/// supervisor was started.
 fn run_command(name: &str, argv: &[String]) -> Result<Vec<u8>, SecretsError> {
     let program = argv.first().cloned().unwrap_or_default();
-    let out = std::process::Command::new(&program)
+    let found = program_path(&program).ok_or_else(|| SecretsError::Command {
+        name: name.to_string(),
+        program: program.clone(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    })?;
+    let kept = PROGRAM_KEEPS
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| (*k, v)));
+    let out = std::process::Command::new(&found)
         .args(argv.iter().skip(1))
+        .current_dir(PROGRAM_DIR)
+        .env_clear()
+        .env("PATH", PROGRAM_PATH)
+        .envs(kept)
         .stdin(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
         .output()

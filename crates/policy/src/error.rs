@@ -110,6 +110,8 @@ pub enum Problem {
     EgressWithoutDomains,
     #[error("{entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
     BadSecret { entry: String, why: String },
+    #[error("secret `{name}`: its program {program:?} is a relative path, which would mean whatever directory warden was started from; name it by its absolute path (outside any directory a sandbox may write), or by a bare name found on the fixed search path secret programs run with")]
+    RelativeSecretProgram { name: String, program: String },
     #[error(
         "{entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\""
     )]
@@ -188,6 +190,7 @@ impl Problem {
             Problem::LearnWithAsk => "learn_with_ask",
             Problem::EgressWithoutDomains => "egress_without_domains",
             Problem::BadSecret { .. } => "bad_secret",
+            Problem::RelativeSecretProgram { .. } => "relative_secret_program",
             Problem::BadSecretRule { .. } => "bad_secret_rule",
             Problem::BadRequestRule(_) => "bad_request_rule",
             Problem::DuplicateSecret(_) => "duplicate_secret",

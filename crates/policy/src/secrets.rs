@@ -80,6 +80,21 @@ impl SecretSpec {
                     if argv.is_empty() {
                         return Err(bad("cmd: names no program".into()));
                     }
+                    // A relative program resolves against the working
+                    // directory of whoever reads the profile (a daemon
+                    // started from a project a token may write): refused.
+                    // A bare name is looked up on the programs' own fixed
+                    // search path.
+                    if argv[0].contains('/') && !argv[0].starts_with('/') {
+                        return Err(Field::Secret.invalid(Problem::RelativeSecretProgram {
+                            name: left
+                                .split_once('=')
+                                .map_or(left, |(n, _)| n)
+                                .trim()
+                                .to_string(),
+                            program: argv[0].clone(),
+                        }));
+                    }
                     SecretSource::Command(argv)
                 } else {
                     return Err(bad(
@@ -287,6 +302,20 @@ mod tests {
             s.source,
             SecretSource::Command(vec!["pass".into(), "show".into(), "api/token".into()])
         );
+    }
+
+    #[test]
+    fn a_relative_secret_program_is_refused_and_a_bare_name_or_absolute_path_is_kept() {
+        for rel in [
+            "T=cmd:tools/get-token.sh@a.test",
+            "T=cmd:./get@a.test",
+            "T=cmd:../x y@a.test",
+        ] {
+            let e = SecretSpec::parse(rel).unwrap_err();
+            assert_eq!(e.problem().code(), "relative_secret_program", "{rel}");
+        }
+        assert!(SecretSpec::parse("T=cmd:pass show api/token@a.test").is_ok());
+        assert!(SecretSpec::parse("T=cmd:/bin/sh tools/get.sh@a.test").is_ok());
     }
 
     #[test]

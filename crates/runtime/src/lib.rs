@@ -36,6 +36,7 @@ pub mod procs;
 pub mod programs;
 pub mod protocol;
 pub mod resolve;
+pub mod secret_programs;
 pub mod review;
 pub mod settings;
 pub mod state;

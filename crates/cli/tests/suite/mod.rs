@@ -98,6 +98,7 @@ mod review2_attacks;
 mod review_cost;
 mod rootless_limits;
 mod second_week;
+mod secret_programs;
 mod secrets;
 mod secrets_leaks;
 mod selftest;

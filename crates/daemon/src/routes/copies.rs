@@ -305,13 +305,16 @@ fn adopt(
         .map_err(|e| ApiError::internal(chain(&e)))?;
     drop(one_at_a_time);
     if start {
-        if let Err(e) = lifecycle::start(&app.state_dir, sb, &app.exe) {
-            let _ = lifecycle::remove(&app.store, &id, true);
-            let _ = app.db().map(|db| db.remove_sandbox(&id));
-            return Err(match caller {
+        let started = super::sandboxes::secret_programs_allowed(app, caller, sb).and_then(|()| {
+            lifecycle::start(&app.state_dir, sb, &app.exe).map_err(|e| match caller {
                 Caller::Owner => e.into(),
                 Caller::Token(_) => ApiError::from(e),
-            });
+            })
+        });
+        if let Err(e) = started {
+            let _ = lifecycle::remove(&app.store, &id, true);
+            let _ = app.db().map(|db| db.remove_sandbox(&id));
+            return Err(e);
         }
     }
     Ok(app.info(sb, Some(&row)))

@@ -1,0 +1,271 @@
+//! A token never rewrites what the owner's secret program runs, attacked
+//! through the real daemon (outside review 21, findings 1 and 2).
+//!
+//! The owner's profile runs a program on the host for a secret
+//! (`from_command`). Before: a program kept in a project under a
+//! `--workspace-root`, run by the project's own virtualenv, loaded a
+//! `.pth` file a token's sandbox over `.venv` had committed (the closure
+//! held only the script): the token's code ran as root when the profile
+//! was named. A relative script ran from the daemon's working directory,
+//! a project a token could write. A variable of the daemon's environment
+//! (`BASH_ENV`, `PYTHONPATH`) reached the program. Now: a program (its
+//! links, its `#!` interpreter chain, the paths its arguments name) under
+//! a workspace root or the state is refused before anything starts (403,
+//! reason `secret_program_writable`); a relative program is a profile
+//! error (`relative_secret_program`); the program runs from `/` with a
+//! fixed environment. No marker appears.
+
+use crate::common::daemon::*;
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Host {
+    dir: TempDir,
+    config: PathBuf,
+    root: PathBuf,
+    marker: PathBuf,
+}
+
+impl Host {
+    fn new(tag: &str) -> Host {
+        let dir = TempDir::new(tag);
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let root = dir.path().join("wsroot");
+        std::fs::create_dir_all(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        let marker = dir.path().join("ran-on-host");
+        Host {
+            dir,
+            config,
+            root,
+            marker,
+        }
+    }
+
+    fn profile(&self, name: &str, argv: &[&str]) {
+        let list = argv
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        std::fs::write(
+            self.config.join(format!("warden/profiles/{name}.yaml")),
+            format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
+        )
+        .unwrap();
+    }
+
+    fn daemon(&self, cwd: Option<&Path>, env: &[(&str, &Path)]) -> Daemon {
+        let p = self.dir.path();
+        let home = p.join("home");
+        let mut all = vec![("XDG_CONFIG_HOME", self.config.as_path()), ("HOME", &home)];
+        all.extend_from_slice(env);
+        Daemon::start_in(
+            cwd,
+            p,
+            true,
+            &["--workspace-root", self.root.to_str().unwrap()],
+            &all,
+        )
+    }
+
+    fn token(&self) -> String {
+        token(
+            self.dir.path(),
+            "agent",
+            &["sandboxes:write", "sandboxes:read", "exec"],
+        )
+    }
+
+    fn marker_appeared(&self) -> bool {
+        std::thread::sleep(Duration::from_millis(300));
+        self.marker.exists()
+    }
+}
+
+fn api(d: &Daemon, t: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
+    let bearer = format!("Bearer {t}");
+    let (s, b) = exchange(
+        method,
+        &url,
+        &[("authorization", &bearer)],
+        None,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ],
+    );
+    (
+        s,
+        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
+    let r = api(d, t, "POST", "/v1/sandboxes", &body);
+    api(d, t, "DELETE", "/v1/sandboxes/named", "");
+    r
+}
+
+#[test]
+fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        return skip("python3 is not installed");
+    }
+    let host = Host::new("secret-venv");
+    let proj = host.root.join("proj");
+    std::fs::create_dir_all(proj.join("tools")).unwrap();
+    let made = std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(proj.join(".venv"))
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        return skip("python3 cannot make a virtualenv here");
+    }
+    let program = proj.join("tools/get-token");
+    std::fs::write(
+        &program,
+        format!(
+            "#!{}\nprint('tok-123')\n",
+            proj.join(".venv/bin/python3").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    host.profile("proj", &[program.to_str().unwrap()]);
+    let d = host.daemon(None, &[]);
+    let t = host.token();
+
+    // The token's sandbox over the venv plants a .pth and commits it.
+    let venv = proj.join(".venv");
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    let rel = site.strip_prefix(&venv).unwrap().join("zz.pth");
+    let pth = format!("import os; os.system('touch {}')\n", host.marker.display());
+    let body = serde_json::json!({"name": "v1", "workspace": venv, "start": true}).to_string();
+    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes", &body);
+    if s == 201 {
+        let script = format!("printf '%s' {:?} > /workspace/{}", pth, rel.display());
+        let body = serde_json::json!({ "shell": script }).to_string();
+        let (s, r) = api(&d, &t, "POST", "/v1/sandboxes/v1/exec", &body);
+        assert_eq!((s, &r["exit_status"]), (200, &serde_json::json!(0)), "{r}");
+        api(&d, &t, "POST", "/v1/sandboxes/v1/stop", "");
+        api(&d, &t, "POST", "/v1/sandboxes/v1/commit", "{}");
+    } else {
+        assert_eq!(s, 403, "{b}");
+    }
+    if !venv.join(&rel).exists() {
+        // Whatever route a token takes to the venv, this is what it writes.
+        std::fs::write(venv.join(&rel), &pth).unwrap();
+    }
+
+    let (s, b) = name_profile(&d, &t, "proj");
+    assert_eq!(
+        s, 403,
+        "a secret program under a workspace root is not run: {b}"
+    );
+    assert_eq!(b["reason"], "secret_program_writable", "{b}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the profile's secret program lies where tokens may write"),
+        "{b}"
+    );
+    assert!(
+        !b.to_string().contains(host.root.to_str().unwrap()),
+        "the token is not told where the owner keeps the program: {b}"
+    );
+    assert!(
+        !host.marker_appeared(),
+        "the token's .pth ran on the host with the owner's trust"
+    );
+}
+
+#[test]
+fn a_relative_secret_script_never_runs_from_the_daemons_working_directory() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("secret-relative");
+    let app = host.root.join("app");
+    std::fs::create_dir_all(app.join("tools")).unwrap();
+    // What a token's committed change to the project would leave there.
+    std::fs::write(
+        app.join("tools/get-token.sh"),
+        format!("touch {}\necho tok-abc\n", host.marker.display()),
+    )
+    .unwrap();
+    host.profile("rel", &["/bin/sh", "tools/get-token.sh"]);
+    host.profile("relprog", &["tools/get-token.sh"]);
+    let d = host.daemon(Some(&app), &[]);
+    let t = host.token();
+
+    let (s, b) = name_profile(&d, &t, "rel");
+    assert_ne!(s, 201, "{b}");
+    assert!(
+        !host.marker_appeared(),
+        "the script in the daemon's working directory ran as the owner"
+    );
+
+    // A relative program is the owner's profile error: the token is told
+    // only that the profile does not compose, the owner where and why.
+    let (s, b) = name_profile(&d, &t, "relprog");
+    assert_eq!(s, 422, "a relative program is a profile error: {b}");
+    assert_eq!(b["reason"], "owners_profile_invalid", "{b}");
+    assert!(!host.marker_appeared());
+    let file = host.config.join("warden/profiles/relprog.yaml");
+    let out = std::process::Command::new(warden_bin())
+        .args(["profile", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("{}:2:3:", file.display())) && said.contains("is a relative path"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_daemons_environment_does_not_reach_a_secret_program() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !Path::new("/bin/bash").exists() {
+        return skip("bash is not installed");
+    }
+    let host = Host::new("secret-env");
+    let hook = host.dir.path().join("bash-env.sh");
+    std::fs::write(&hook, format!("touch {}\n", host.marker.display())).unwrap();
+    let get = host.dir.path().join("get-token.sh");
+    std::fs::write(&get, "echo tok-abc\n").unwrap();
+    host.profile("envy", &["/bin/bash", get.to_str().unwrap()]);
+    let d = host.daemon(None, &[("BASH_ENV", &hook)]);
+    let t = host.token();
+    let (s, b) = name_profile(&d, &t, "envy");
+    assert_eq!(s, 201, "{b}");
+    assert!(
+        !host.marker_appeared(),
+        "BASH_ENV of the daemon's environment ran in the secret program"
+    );
+}
