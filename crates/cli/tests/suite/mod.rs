@@ -96,6 +96,7 @@ mod review13_records;
 mod review14_landing;
 mod review2_attacks;
 mod review_cost;
+mod review_unshown;
 mod rootless_limits;
 mod second_week;
 mod secret_programs;
