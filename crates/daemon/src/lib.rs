@@ -40,6 +40,7 @@ pub mod reserved;
 pub mod retention;
 pub mod revocation;
 pub mod routes;
+pub mod secret_programs;
 pub mod session;
 pub mod settings;
 pub mod tally;

@@ -313,7 +313,7 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
         let _ = lifecycle::remove(&app.store, &id, true);
         return Err(e);
     }
-    let started = crate::routes::sandboxes::secret_programs_allowed(app, &Caller::Owner, &sb)
+    let started = crate::secret_programs::allowed(app, &Caller::Owner, &sb)
         .map_err(|e| e.problem.message)
         .and_then(|()| lifecycle::start(&app.state_dir, &sb, &app.exe).map_err(|e| chain(&e)));
     if let Err(e) = started {

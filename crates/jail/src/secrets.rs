@@ -401,25 +401,6 @@ pub const PROGRAM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 /// started.
 pub const PROGRAM_DIR: &str = "/";
 
-/// The variables a secret's program keeps from the supervisor's
-/// environment: who it runs as and where its agents listen (a password
-/// store's `gpg-agent`, an SSH agent). Everything else (`PYTHONPATH`,
-/// `NODE_PATH`, `LD_PRELOAD`, `PERL5LIB`, `BASH_ENV`, ...) is dropped: it
-/// would make the program load code from wherever the daemon's caller
-/// pointed it.
-pub const PROGRAM_KEEPS: &[&str] = &[
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "TZ",
-    "XDG_RUNTIME_DIR",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "GNUPGHOME",
-    "SSH_AUTH_SOCK",
-];
-
 /// Where a secret's program `program` is: itself when it names a path
 /// (absolute; a relative one is refused when the profile is read), else
 /// the first executable file of that name on [`PROGRAM_PATH`].
@@ -440,8 +421,8 @@ pub fn program_path(program: &str) -> Option<PathBuf> {
 
 /// Run a program (no shell) on the host and take its output as the value:
 /// from [`PROGRAM_DIR`], with [`PROGRAM_PATH`] and only the variables of
-/// [`PROGRAM_KEEPS`], so nothing about what it runs depends on where the
-/// supervisor was started.
+/// [`crate::settings::PROGRAM_KEEPS`], so nothing about what it runs
+/// depends on where the supervisor was started.
 fn run_command(name: &str, argv: &[String]) -> Result<Vec<u8>, SecretsError> {
     let program = argv.first().cloned().unwrap_or_default();
     let found = program_path(&program).ok_or_else(|| SecretsError::Command {
@@ -449,9 +430,12 @@ fn run_command(name: &str, argv: &[String]) -> Result<Vec<u8>, SecretsError> {
         program: program.clone(),
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })?;
-    let kept = PROGRAM_KEEPS
+    // As the binary read them (`crate::settings`): a library reads no
+    // environment.
+    let kept = crate::settings::Settings::current()
+        .program_env
         .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (*k, v)));
+        .cloned();
     let out = std::process::Command::new(&found)
         .args(argv.iter().skip(1))
         .current_dir(PROGRAM_DIR)

@@ -45,6 +45,30 @@ pub const VARS: &[(&str, &str)] = &[
         "XDG_CONFIG_HOME",
         "where the host's git configuration is looked for (`git/config` below it)",
     ),
+    (
+        "USER, LOGNAME, LANG, LC_ALL, TZ, DBUS_SESSION_BUS_ADDRESS, GNUPGHOME, SSH_AUTH_SOCK",
+        "passed on, with HOME and XDG_RUNTIME_DIR, to a secret's program, which gets no other variable of warden's environment",
+    ),
+];
+
+/// The variables a secret's program keeps from the environment warden
+/// was started with (read into [`Settings::program_env`]): who it runs
+/// as and where its agents listen (a password store's `gpg-agent`, an
+/// SSH agent). Everything else (`PYTHONPATH`,
+/// `NODE_PATH`, `LD_PRELOAD`, `PERL5LIB`, `BASH_ENV`, ...) is dropped: it
+/// would make the program load code from wherever the daemon's caller
+/// pointed it.
+pub const PROGRAM_KEEPS: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "XDG_RUNTIME_DIR",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "GNUPGHOME",
+    "SSH_AUTH_SOCK",
 ];
 
 /// The host's settings. What each is when its variable is unset is said
@@ -65,6 +89,9 @@ pub struct Settings {
     pub git_config_global: Option<PathBuf>,
     /// The host's XDG configuration directory (`XDG_CONFIG_HOME`).
     pub config_home: Option<PathBuf>,
+    /// The variables a secret's program is given
+    /// ([`PROGRAM_KEEPS`], those set), and nothing else.
+    pub program_env: Vec<(String, OsString)>,
 }
 
 static SLOT: Installed<Settings> = Installed::new();
@@ -132,6 +159,10 @@ impl Settings {
             home: path("HOME"),
             git_config_global: path("GIT_CONFIG_GLOBAL"),
             config_home: path("XDG_CONFIG_HOME"),
+            program_env: PROGRAM_KEEPS
+                .iter()
+                .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+                .collect(),
         }
     }
 

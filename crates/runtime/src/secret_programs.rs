@@ -16,7 +16,8 @@
 //! `docs/threat-model.md`).
 //!
 //! The program runs from `/`, with a fixed search path and a short list
-//! of variables (`warden_jail::secrets::PROGRAM_PATH`, `PROGRAM_KEEPS`):
+//! of variables (`warden_jail::secrets::PROGRAM_PATH`,
+//! `warden_jail::settings::PROGRAM_KEEPS`):
 //! what is checked here is what runs, wherever the door was started.
 
 use std::collections::VecDeque;

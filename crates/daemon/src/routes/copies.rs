@@ -305,7 +305,7 @@ fn adopt(
         .map_err(|e| ApiError::internal(chain(&e)))?;
     drop(one_at_a_time);
     if start {
-        let started = super::sandboxes::secret_programs_allowed(app, caller, sb).and_then(|()| {
+        let started = crate::secret_programs::allowed(app, caller, sb).and_then(|()| {
             lifecycle::start(&app.state_dir, sb, &app.exe).map_err(|e| match caller {
                 Caller::Owner => e.into(),
                 Caller::Token(_) => ApiError::from(e),

@@ -266,7 +266,7 @@ pub async fn create(
             .map_err(|e| ApiError::internal(chain(&e)))?;
         drop(one_at_a_time);
         if start {
-            let started = secret_programs_allowed(&app, &caller, &sb).and_then(|()| {
+            let started = crate::secret_programs::allowed(&app, &caller, &sb).and_then(|()| {
                 lifecycle::start(&app.state_dir, &sb, &app.exe)
                     .map_err(|e| start_error(&caller, &id, e))
             });
@@ -280,51 +280,6 @@ pub async fn create(
     })
     .await?;
     Ok((StatusCode::CREATED, Json(info)))
-}
-
-/// Whether the secret programs of `sb`'s spec may run on this host: none
-/// of them (their links, `#!` interpreters, or the paths their arguments
-/// name) lies under a workspace root or the state, where a token's
-/// committed changes could rewrite what runs as the daemon's owner
-/// (`warden_runtime::secret_programs`). Checked before every start, for
-/// every caller: the owner's own sandbox would run the token's program
-/// as well. The owner reads which program and where in the daemon's log;
-/// the caller, that the profile's secret program lies where tokens may
-/// write.
-pub(crate) fn secret_programs_allowed(
-    app: &App,
-    caller: &Caller,
-    sb: &warden_workspace::Sandbox,
-) -> Result<(), ApiError> {
-    use warden_runtime::secret_programs::{check, SECRET_PROGRAM_WRITABLE};
-    let Some(spec) = warden_runtime::state::stored_spec(sb.dir()) else {
-        return Ok(());
-    };
-    let warden_policy::NetworkSpec::Egress(egress) = &spec.network else {
-        return Ok(());
-    };
-    let mut writable = app.workspace_roots.clone();
-    writable.push(std::fs::canonicalize(&app.state_dir).unwrap_or_else(|_| app.state_dir.clone()));
-    let Err(refusal) = check(&egress.secrets, &writable) else {
-        return Ok(());
-    };
-    tracing::warn!(
-        sandbox = sb.name(),
-        reason = SECRET_PROGRAM_WRITABLE,
-        "not started: {refusal}"
-    );
-    let message = match caller {
-        Caller::Owner => format!(
-            "sandbox {}: the profile's secret program lies where tokens may write: {refusal}",
-            sb.name()
-        ),
-        Caller::Token(_) => format!(
-            "sandbox {}: the profile's secret program lies where tokens may write; the daemon's owner sees which in its log",
-            sb.name()
-        ),
-    };
-    Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
-        .with_reason(Some(SECRET_PROGRAM_WRITABLE)))
 }
 
 /// A start's error as the caller may see it: the owner sees why; anyone
@@ -477,7 +432,7 @@ pub async fn start(
         // create was (a run may grow its volumes by its disk budget).
         super::copies::grants::may_run_again(&app, &sb)?;
         crate::quota::may_start(&app, &caller, &sb)?;
-        secret_programs_allowed(&app, &caller, &sb)?;
+        crate::secret_programs::allowed(&app, &caller, &sb)?;
         lifecycle::start(&app.state_dir, &sb, &app.exe)
             .map_err(|e| start_error(&caller, &id, e))?;
         let row = app.db()?.sandbox(&id).ok().flatten();

@@ -1,0 +1,57 @@
+//! The daemon's side of the rule for secret programs
+//! (`warden_runtime::secret_programs`): before any sandbox starts, for
+//! any caller, its secret programs are checked against the directories
+//! tokens may write (the workspace roots and the state), and the refusal
+//! is worded for each: the owner sees which program and where, a token
+//! only that the profile's secret program lies where tokens may write.
+
+use axum::http::StatusCode;
+
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Whether the secret programs of `sb`'s spec may run on this host: none
+/// of them (their links, `#!` interpreters, or the paths their arguments
+/// name) lies under a workspace root or the state, where a token's
+/// committed changes could rewrite what runs as the daemon's owner
+/// (`warden_runtime::secret_programs`). Checked before every start, for
+/// every caller: the owner's own sandbox would run the token's program
+/// as well. The owner reads which program and where in the daemon's log;
+/// the caller, that the profile's secret program lies where tokens may
+/// write.
+pub(crate) fn allowed(
+    app: &App,
+    caller: &Caller,
+    sb: &warden_workspace::Sandbox,
+) -> Result<(), ApiError> {
+    use warden_runtime::secret_programs::{check, SECRET_PROGRAM_WRITABLE};
+    let Some(spec) = warden_runtime::state::stored_spec(sb.dir()) else {
+        return Ok(());
+    };
+    let warden_policy::NetworkSpec::Egress(egress) = &spec.network else {
+        return Ok(());
+    };
+    let mut writable = app.workspace_roots.clone();
+    writable.push(std::fs::canonicalize(&app.state_dir).unwrap_or_else(|_| app.state_dir.clone()));
+    let Err(refusal) = check(&egress.secrets, &writable) else {
+        return Ok(());
+    };
+    tracing::warn!(
+        sandbox = sb.name(),
+        reason = SECRET_PROGRAM_WRITABLE,
+        "not started: {refusal}"
+    );
+    let message = match caller {
+        Caller::Owner => format!(
+            "sandbox {}: the profile's secret program lies where tokens may write: {refusal}",
+            sb.name()
+        ),
+        Caller::Token(_) => format!(
+            "sandbox {}: the profile's secret program lies where tokens may write; the daemon's owner sees which in its log",
+            sb.name()
+        ),
+    };
+    Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+        .with_reason(Some(SECRET_PROGRAM_WRITABLE)))
+}
