@@ -13,9 +13,9 @@ use crate::error::ApiError;
 
 /// Whether the secret programs of `sb`'s spec may run on this host: none
 /// of them (their links, `#!` interpreters, or the paths their arguments
-/// name) lies under a workspace root or the state, where a token's
-/// committed changes could rewrite what runs as the daemon's owner
-/// (`warden_runtime::secret_programs`). Checked before every start, for
+/// name) lies under a workspace root, a writable E2B volume or the
+/// state, where a token's committed changes could rewrite what runs as
+/// the daemon's owner (`warden_runtime::secret_programs`). Checked before every start, for
 /// every caller: the owner's own sandbox would run the token's program
 /// as well. The owner reads which program and where in the daemon's log;
 /// the caller, that the profile's secret program lies where tokens may
@@ -32,7 +32,15 @@ pub(crate) fn allowed(
     let warden_policy::NetworkSpec::Egress(egress) = &spec.network else {
         return Ok(());
     };
+    // The workspace roots, the E2B volumes declared writable (a token's
+    // writes there are merged into the directory at stop) and the state.
     let mut writable = app.workspace_roots.clone();
+    writable.extend(
+        app.e2b_volumes
+            .values()
+            .filter(|v| v.writable)
+            .map(|v| std::fs::canonicalize(&v.path).unwrap_or_else(|_| v.path.clone())),
+    );
     writable.push(std::fs::canonicalize(&app.state_dir).unwrap_or_else(|_| app.state_dir.clone()));
     let Err(refusal) = check(&egress.secrets, &writable) else {
         return Ok(());
