@@ -13,23 +13,35 @@
 //! count against the same limit as the sandbox's own memory. A child that
 //! cannot move itself writes nothing, and the start fails.
 
-use super::kept::KeptStateError;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+/// Why the budget's tmpfs could not be filled from the sandbox's cgroup.
+#[derive(Debug, thiserror::Error)]
+pub enum FillError {
+    #[error("cannot place the filling of the sandbox's size-limited state (`resources.disk`) in its cgroup ({0}): its pages would count against no limit of the sandbox's")]
+    Charge(String),
+    #[error(
+        "cannot fill the sandbox's size-limited state (`resources.disk`) from its own cgroup: {0}"
+    )]
+    Filled(String),
+}
+
 /// Run `work` (the writes into the budget's tmpfs) in a child placed in
-/// `cgroup` first; the error it met, as text, when it fails. Without a
-/// cgroup (none could be made, and a `degraded` event said that no memory
-/// limit holds the sandbox) there is no charge to place: `work` runs here.
-pub(super) fn in_cgroup<F>(
+/// `cgroup` first; the error it met, as text, when it fails there. Without
+/// a cgroup (none could be made, and a `degraded` event said that no
+/// memory limit holds the sandbox) there is no charge to place: `work`
+/// runs here and its own error is answered inside.
+pub(super) fn in_cgroup<F, E>(
     cgroup: Option<&crate::cgroup::Cgroup>,
     work: F,
-) -> Result<(), KeptStateError>
+) -> Result<Result<(), E>, FillError>
 where
-    F: FnOnce() -> Result<(), KeptStateError>,
+    F: FnOnce() -> Result<(), E>,
+    E: std::error::Error,
 {
     let Some(cgroup) = cgroup else {
-        return work();
+        return Ok(work());
     };
     let mut procs = Vec::new();
     for dir in cgroup.paths() {
@@ -39,16 +51,16 @@ where
             nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )
-        .map_err(|e| KeptStateError::Charge(format!("{}: {e}", file.display())))?;
+        .map_err(|e| FillError::Charge(format!("{}: {e}", file.display())))?;
         procs.push(fd);
     }
     if procs.is_empty() {
-        return Err(KeptStateError::Charge(
+        return Err(FillError::Charge(
             "the sandbox's cgroup has no directory".into(),
         ));
     }
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| KeptStateError::Charge(format!("pipe: {e}")))?;
+        .map_err(|e| FillError::Charge(format!("pipe: {e}")))?;
     // SAFETY: the child only writes to descriptors opened above, runs
     // `work` (file-system calls and allocations, no locks another thread
     // of this process could hold across the fork but the allocator's,
@@ -57,7 +69,7 @@ where
     // could unwind into the caller's frames.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(KeptStateError::Charge(format!(
+        return Err(FillError::Charge(format!(
             "fork: {}",
             std::io::Error::last_os_error()
         )));
@@ -76,21 +88,22 @@ where
     let _ = reader.read_to_string(&mut said);
     let status = wait(pid);
     match status {
-        Some(0) if said.is_empty() => Ok(()),
-        Some(_) if !said.is_empty() => Err(KeptStateError::Filled(said)),
-        Some(code) if code >= 128 => Err(KeptStateError::Filled(format!(
+        Some(0) if said.is_empty() => Ok(Ok(())),
+        Some(_) if !said.is_empty() => Err(FillError::Filled(said)),
+        Some(code) if code >= 128 => Err(FillError::Filled(format!(
             "killed by signal {} (the sandbox's memory limit holds its saved state too)",
             code - 128
         ))),
-        Some(code) => Err(KeptStateError::Filled(format!("exit status {code}"))),
-        None => Err(KeptStateError::Filled("cannot wait for it".into())),
+        Some(code) => Err(FillError::Filled(format!("exit status {code}"))),
+        None => Err(FillError::Filled("cannot wait for it".into())),
     }
 }
 
 /// In the child: join each directory, then work; the exit code.
-fn child<F>(procs: &[OwnedFd], report: &OwnedFd, work: F) -> i32
+fn child<F, E>(procs: &[OwnedFd], report: &OwnedFd, work: F) -> i32
 where
-    F: FnOnce() -> Result<(), KeptStateError>,
+    F: FnOnce() -> Result<(), E>,
+    E: std::error::Error,
 {
     let say = |text: &str| {
         let _ = nix::unistd::write(report, text.as_bytes());

@@ -46,12 +46,8 @@ pub enum KeptStateError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot place the filling of the sandbox's size-limited state (`resources.disk`) in its cgroup ({0}): its pages would count against no limit of the sandbox's")]
-    Charge(String),
-    #[error(
-        "cannot fill the sandbox's size-limited state (`resources.disk`) from its own cgroup: {0}"
-    )]
-    Filled(String),
+    #[error(transparent)]
+    Charge(#[from] super::fill::FillError),
     #[error("cannot save the sandbox's changes to {saved}")]
     Save {
         saved: PathBuf,
@@ -92,8 +88,8 @@ impl Kept {
             if let Some(home) = &home {
                 restore(home, &live.join("home"), disk.bytes)?;
             }
-            Ok(())
-        })?;
+            Ok::<(), KeptStateError>(())
+        })??;
         let save = KeptSave {
             upper: upper.map(Path::to_path_buf),
             home,
