@@ -47,7 +47,11 @@ pub const VARS: &[(&str, &str)] = &[
     ),
     (
         "USER, LOGNAME, LANG, LC_ALL, TZ, DBUS_SESSION_BUS_ADDRESS, GNUPGHOME, SSH_AUTH_SOCK",
-        "passed on, with HOME and XDG_RUNTIME_DIR, to a secret's program, which gets no other variable of warden's environment",
+        "passed on, with HOME and XDG_RUNTIME_DIR, to a secret's program, which gets no other variable of warden's environment unless WARDEN_SECRET_ENV names it",
+    ),
+    (
+        "WARDEN_SECRET_ENV",
+        "more variables a secret's program keeps from warden's environment, by name, comma-separated (VAULT_ADDR,AWS_PROFILE); a name that is not a variable's is ignored",
     ),
 ];
 
@@ -70,6 +74,26 @@ pub const PROGRAM_KEEPS: &[&str] = &[
     "GNUPGHOME",
     "SSH_AUTH_SOCK",
 ];
+
+/// The names of the variables a secret's program keeps: [`PROGRAM_KEEPS`]
+/// and those the owner adds in `WARDEN_SECRET_ENV` (comma-separated; a
+/// word that is not a variable's name, `PATH` included, is left out:
+/// the program's search path is warden's own).
+fn program_keeps(more: Option<&std::ffi::OsStr>) -> Vec<String> {
+    let mut names: Vec<String> = PROGRAM_KEEPS.iter().map(|k| k.to_string()).collect();
+    let more = more.and_then(|m| m.to_str()).unwrap_or("");
+    for name in more.split(',').map(str::trim) {
+        let mut chars = name.chars();
+        let is_name = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if is_name && name != "PATH" && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
 
 /// The host's settings. What each is when its variable is unset is said
 /// at the field.
@@ -159,9 +183,9 @@ impl Settings {
             home: path("HOME"),
             git_config_global: path("GIT_CONFIG_GLOBAL"),
             config_home: path("XDG_CONFIG_HOME"),
-            program_env: PROGRAM_KEEPS
-                .iter()
-                .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+            program_env: program_keeps(get("WARDEN_SECRET_ENV").as_deref())
+                .into_iter()
+                .filter_map(|k| get(&k).map(|v| (k, v)))
                 .collect(),
         }
     }
@@ -210,6 +234,23 @@ mod tests {
             Some(PathBuf::from("/etc/other-gitconfig"))
         );
         assert_eq!(s.config_home, None);
+    }
+
+    #[test]
+    fn a_secret_program_keeps_only_the_listed_variables_and_those_the_owner_names() {
+        let s = Settings::from_vars(vars(&[
+            ("HOME", "/home/u"),
+            ("PYTHONPATH", "/proj/lib"),
+            ("VAULT_ADDR", "https://vault.test"),
+            ("AWS_PROFILE", "dev"),
+            ("PATH", "/proj/bin"),
+            (
+                "WARDEN_SECRET_ENV",
+                " VAULT_ADDR, PATH ,bad name,=x,AWS_PROFILE,UNSET_ONE",
+            ),
+        ]));
+        let names: Vec<&str> = s.program_env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["HOME", "VAULT_ADDR", "AWS_PROFILE"]);
     }
 
     #[test]
