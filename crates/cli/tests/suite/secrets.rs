@@ -364,20 +364,40 @@ fn the_real_value_is_nowhere_inside_the_sandbox() {
     };
     let value = token();
     let rw = TempDir::new("secrets-rw");
+    // What the sandbox wrote goes to `out`, which the scan leaves out; the
+    // rest of the workspace is scanned like every other place it can write.
+    let out = rw.path().join("out");
+    std::fs::create_dir(&out).unwrap();
     let port = up.port.to_string();
     let marker = unique("secret-scan");
+    // Every mount the sandbox has that could hold the value: the writable
+    // ones (the workspace, home, /tmp, its root if writable) and every
+    // tmpfs or overlay (its root, which warden filled), each scanned
+    // whole without crossing into another mount; not the host's read-only
+    // system directories (a bind of /usr is 1.2 GB and was never the
+    // sandbox's to write), nor /proc and /sys (their environs and command
+    // lines are read on their own).
     let script = format!(
-        r#"env > {rw}/env
-cat /proc/self/environ > {rw}/self-environ
-cat /proc/1/environ > {rw}/init-environ 2>/dev/null
-cat /proc/[0-9]*/cmdline > {rw}/cmdlines 2>/dev/null
-curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "https://api.secret.test:{port}/" > {rw}/echo
-find / -xdev \( -path /proc -o -path /sys -o -path {rw} \) -prune -o -type f -size -256k -readable -print 2>/dev/null | while read -r f; do cat "$f"; done > {rw}/files 2>/dev/null
-find /run /tmp /dev/shm /etc -type f -readable 2>/dev/null | while read -r f; do cat "$f"; done >> {rw}/files 2>/dev/null
-touch {rw}/ready
+        r#"env > {out}/env
+cat /proc/self/environ > {out}/self-environ
+cat /proc/[0-9]*/environ > {out}/environs 2>/dev/null
+cat /proc/[0-9]*/cmdline > {out}/cmdlines 2>/dev/null
+curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "https://api.secret.test:{port}/" > {out}/echo
+while read -r id parent dev root mnt opts rest; do
+  fs=" $rest"; fs=${{fs#* - }}; fs=${{fs%% *}}
+  case "$fs" in proc|sysfs|cgroup|cgroup2|devpts|devtmpfs|mqueue|securityfs|debugfs|tracefs) continue ;; esac
+  case "$opts,$fs" in rw*|*,tmpfs|*,overlay) echo "$mnt" ;; esac
+done < /proc/self/mountinfo > {out}/mounts
+while read -r m; do
+  find "$m" -xdev -path {out} -prune -o -type f -readable -print 2>/dev/null
+done < {out}/mounts | while read -r f; do
+  [ -f "$f" ] || continue # a device bound over a file (/dev/zero) is listed as one
+  cat "$f"; echo "$f" >> {out}/scanned
+done > {out}/files 2>/dev/null
+touch {out}/ready
 sleep 30 # {marker}
 "#,
-        rw = rw.str()
+        out = out.display()
     );
     let mut child = Command::new(warden_bin())
         .args(["run", "--no-tty", "--rw", rw.str()])
@@ -398,7 +418,7 @@ sleep 30 # {marker}
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let ready = rw.path().join("ready");
+    let ready = out.join("ready");
     for _ in 0..600 {
         if ready.exists() {
             break;
@@ -411,21 +431,36 @@ sleep 30 # {marker}
         Some(format!("Bearer {value}").as_str()),
         "the request did not carry the value: the scan would prove nothing"
     );
+    // The scan reached the places the value could have been left: the
+    // sandbox's root, its workspace, its /tmp (a mount, or part of a
+    // scanned root), and the files in them.
+    let mounts = std::fs::read_to_string(out.join("mounts")).unwrap_or_default();
+    let mounts: Vec<&str> = mounts.lines().collect();
+    for m in ["/", rw.str()] {
+        assert!(mounts.contains(&m), "{m} was not scanned: {mounts:?}");
+    }
+    let scanned = std::fs::read_to_string(out.join("scanned")).unwrap_or_default();
+    assert!(
+        scanned
+            .lines()
+            .any(|f| f.starts_with("/tmp/") || f.starts_with("/etc/")),
+        "the scan read no file of the sandbox's own root: {scanned}"
+    );
     for f in [
         "env",
         "self-environ",
-        "init-environ",
+        "environs",
         "cmdlines",
         "echo",
         "files",
     ] {
-        let content = std::fs::read(rw.path().join(f)).unwrap_or_default();
+        let content = std::fs::read(out.join(f)).unwrap_or_default();
         assert!(
             find(&content, value.as_bytes()).is_none(),
             "the real value is in the sandbox's {f}"
         );
     }
-    let env = std::fs::read_to_string(rw.path().join("env")).unwrap();
+    let env = std::fs::read_to_string(out.join("env")).unwrap();
     assert!(env.contains("TOKEN=warden-secret-"), "{env}");
 
     // From outside, as root: the memory of every process of the sandbox
