@@ -77,13 +77,14 @@ const COUNTED: &[&str] = &[
     "ask_answered",
 ];
 
-/// The bytes after the first `"key":` of a line. A string value escapes
+/// The bytes after the first `"key":` of a line (and the blanks a JSON
+/// writer other than warden's may put after it). A string value escapes
 /// its quotes, so the first such bytes are a key; the keys before
 /// `event`, `rootless` and `allowed` in their lines are scalars and
 /// strings, so the first is the event's own.
 fn after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let at = line.find(key)?;
-    Some(&line[at + key.len()..])
+    Some(line[at + key.len()..].trim_start_matches([' ', '\t']))
 }
 
 /// Whether `line` may change `t`. Exact: a line this says `false` of
@@ -92,7 +93,7 @@ fn may_count(t: &Tally, line: &[u8]) -> bool {
     let Ok(line) = std::str::from_utf8(line) else {
         return true;
     };
-    let Some(rest) = after(line, "\"event\":\"") else {
+    let Some(rest) = after(line, "\"event\":").and_then(|r| r.strip_prefix('"')) else {
         return true;
     };
     let Some((tag, rest)) = rest.split_once('"') else {
@@ -376,10 +377,17 @@ mod tests {
         // which does not parse.
         text.push_str("not json \"event\":\"connection\"\n");
         text.push_str("{\"event\":\"degraded\",\"layer\":1}\n");
+        // Another JSON writer's blanks (a line appended by hand).
+        text.push_str(
+            "{\"ts_ms\": 1, \"sandbox\": \"sb\", \"event\": \"exec_refused\", \"program\": null, \"rule\": \"r\", \"by\": \"b\"}\n",
+        );
+        text.push_str(
+            "{\"ts_ms\": 1, \"sandbox\": \"sb\", \"event\": \"created\", \"command\": [], \"rootless\": false, \"cgroup\": null}\n",
+        );
         std::fs::write(&path, &text).unwrap();
         let t = Tallies::default().of(&path);
         let whole = parsed_whole(&text);
-        assert_eq!((t.denied, t.refused_execs, t.rootless), (1, 1, Some(true)));
+        assert_eq!((t.denied, t.refused_execs, t.rootless), (1, 2, Some(false)));
         assert_eq!(
             (
                 t.denied,
