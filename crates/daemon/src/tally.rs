@@ -112,6 +112,11 @@ fn may_count(t: &Tally, line: &[u8]) -> bool {
         "created" => t.rootless.is_none() || flag("\"rootless\":") != t.rootless,
         // An allowed connection counts nothing.
         "connection" => flag("\"allowed\":") != Some(true),
+        // Only a refused commit counts (a sandbox made over a workspace
+        // has `"action":"create"` as its first line).
+        "workspace" => {
+            after(rest, "\"action\":").is_none_or(|v| v.starts_with("\"commit-refused\""))
+        }
         _ => true,
     }
 }
@@ -381,13 +386,21 @@ mod tests {
         text.push_str(
             "{\"ts_ms\": 1, \"sandbox\": \"sb\", \"event\": \"exec_refused\", \"program\": null, \"rule\": \"r\", \"by\": \"b\"}\n",
         );
+        for action in ["create", "commit-refused", "commit"] {
+            text.push_str(&format!(
+                "{{\"ts_ms\":1,\"sandbox\":\"sb\",\"event\":\"workspace\",\"action\": \"{action}\",\"name\":\"sb\",\"paths\":[],\"detail\":\"\"}}\n"
+            ));
+        }
         text.push_str(
             "{\"ts_ms\": 1, \"sandbox\": \"sb\", \"event\": \"created\", \"command\": [], \"rootless\": false, \"cgroup\": null}\n",
         );
         std::fs::write(&path, &text).unwrap();
         let t = Tallies::default().of(&path);
         let whole = parsed_whole(&text);
-        assert_eq!((t.denied, t.refused_execs, t.rootless), (1, 2, Some(false)));
+        assert_eq!(
+            (t.denied, t.refused_execs, t.violations, t.rootless),
+            (1, 2, 1, Some(false))
+        );
         assert_eq!(
             (
                 t.denied,
