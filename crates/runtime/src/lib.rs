@@ -31,6 +31,7 @@ pub mod once;
 pub mod output;
 pub mod owner;
 pub mod owners_files;
+mod pathwalk;
 pub mod peer;
 pub mod procs;
 pub mod programs;

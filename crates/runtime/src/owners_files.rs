@@ -35,15 +35,14 @@
 //! Computed afresh at each check: the owner's configuration may change
 //! between a sandbox's create and its commit.
 
-use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use warden_policy::compose::{compose, Catalog, Layer};
 use warden_policy::{Field, SecretSource, SecretSpec};
 
 use crate::lifecycle::OWN_WORKSPACES;
+use crate::pathwalk::walk;
 
 /// The reason code of a refusal to let a token's workspace or commit
 /// reach a file of the owner's configuration.
@@ -51,9 +50,6 @@ pub const HOLDS_CONFIGURATION: &str = "holds_configuration";
 
 /// The flag a review puts on a change to one of them.
 pub const FLAG: &str = "owner-config";
-
-/// Links followed in one path before giving up (the kernel's own bound).
-const MAX_LINKS: usize = 40;
 
 /// The owner's configuration, as files and directories on the host.
 #[derive(Debug, Clone, Default)]
@@ -211,53 +207,6 @@ fn real_parent(path: &Path) -> PathBuf {
             .unwrap_or_else(|_| path.to_path_buf()),
         _ => path.to_path_buf(),
     }
-}
-
-/// Resolve absolute `p` one component at a time: its real path (the part
-/// that does not exist taken as written) and the real path of every
-/// symbolic link met on the way.
-fn walk(p: &Path) -> (PathBuf, Vec<PathBuf>) {
-    let mut links = Vec::new();
-    let mut pending: VecDeque<OsString> = parts(p);
-    let mut cur = PathBuf::from("/");
-    let mut followed = 0;
-    while let Some(part) = pending.pop_front() {
-        if part == ".." {
-            cur.pop();
-            continue;
-        }
-        let next = cur.join(&part);
-        let link = std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
-        let target = link
-            .then(|| std::fs::read_link(&next).ok())
-            .flatten()
-            .filter(|_| followed < MAX_LINKS);
-        match target {
-            Some(t) => {
-                followed += 1;
-                links.push(next);
-                if t.is_absolute() {
-                    cur = PathBuf::from("/");
-                }
-                for q in parts(&t).into_iter().rev() {
-                    pending.push_front(q);
-                }
-            }
-            None => cur = next,
-        }
-    }
-    (cur, links)
-}
-
-/// The named components of `p` (`.` dropped, `..` kept).
-fn parts(p: &Path) -> VecDeque<OsString> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]

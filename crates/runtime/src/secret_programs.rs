@@ -20,20 +20,17 @@
 //! `warden_jail::settings::PROGRAM_KEEPS`):
 //! what is checked here is what runs, wherever the door was started.
 
-use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use warden_jail::secrets::{program_path, PROGRAM_DIR, PROGRAM_PATH};
 use warden_policy::{SecretSource, SecretSpec};
 
+use crate::pathwalk::walk;
+
 /// The reason code of a refusal to run a secret's program that lies where
 /// tokens may write.
 pub const SECRET_PROGRAM_WRITABLE: &str = "secret_program_writable";
-
-/// Links followed in one path before giving up (the kernel's own bound).
-const MAX_LINKS: usize = 40;
 
 /// Interpreters followed from a `#!` line before giving up (the kernel
 /// follows at most 4 levels itself).
@@ -185,53 +182,6 @@ fn paths_in(arg: &str) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
-}
-
-/// Resolve absolute `p` one component at a time: its real path (the part
-/// that does not exist taken as written) and the real path of every
-/// symbolic link met on the way.
-fn walk(p: &Path) -> (PathBuf, Vec<PathBuf>) {
-    let mut links = Vec::new();
-    let mut pending: VecDeque<OsString> = parts(p);
-    let mut cur = PathBuf::from("/");
-    let mut followed = 0;
-    while let Some(part) = pending.pop_front() {
-        if part == ".." {
-            cur.pop();
-            continue;
-        }
-        let next = cur.join(&part);
-        let link = std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
-        let target = link
-            .then(|| std::fs::read_link(&next).ok())
-            .flatten()
-            .filter(|_| followed < MAX_LINKS);
-        match target {
-            Some(t) => {
-                followed += 1;
-                links.push(next);
-                if t.is_absolute() {
-                    cur = PathBuf::from("/");
-                }
-                for q in parts(&t).into_iter().rev() {
-                    pending.push_front(q);
-                }
-            }
-            None => cur = next,
-        }
-    }
-    (cur, links)
-}
-
-/// The named components of `p` (`.` dropped, `..` kept).
-fn parts(p: &Path) -> VecDeque<OsString> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]
