@@ -232,7 +232,14 @@ pub fn run(
     };
     let process = bundle::write(&dir.0, &layout)?;
     let in_ns = mount.is_some();
-    let mut first = start_runsc(&runsc, &dir.0, program, cgroup.as_ref(), mount)?;
+    let mut first = start_runsc(
+        &runsc,
+        &dir.0,
+        program,
+        cgroup.as_ref(),
+        mount,
+        spec.resources.cpus,
+    )?;
     events.emit(&Event::now(
         id,
         EventKind::Started {
@@ -617,6 +624,7 @@ fn start_runsc(
     program: Program,
     cgroup: Option<&crate::cgroup::Cgroup>,
     mount: Option<mount::WorkspaceMount>,
+    cpus: Option<f64>,
 ) -> Result<Child, GvisorError> {
     use std::os::unix::process::CommandExt;
     let procs: Vec<OwnedFd> = cgroup
@@ -677,7 +685,7 @@ fn start_runsc(
     });
     drop((procs, cmd));
     let mut child = child?;
-    if let Err(source) = watch.watch(since) {
+    if let Err(source) = watch.watch(since, cpus) {
         let _ = child.kill();
         let _ = child.wait();
         return Err(GvisorError::Start {

@@ -94,9 +94,10 @@ impl ModeWatch {
     /// one thread until every process of it is gone. Files born at or
     /// after `since` are the sandbox's own (runsc's among them).
     /// The child's end must be closed by then (the command that held it
-    /// dropped), so that a child that failed first ends the wait.
-    pub(crate) fn watch(self, since: (i64, u32)) -> io::Result<()> {
-        crate::modes::watch_helper(self.parent, since)
+    /// dropped), so that a child that failed first ends the wait. `cpus`:
+    /// the sandbox's CPU limit, which the judging is held to as well.
+    pub(crate) fn watch(self, since: (i64, u32), cpus: Option<f64>) -> io::Result<()> {
+        crate::modes::watch_helper(self.parent, since, cpus)
     }
 
     /// [`ModeWatch::watch`] for a helper that runs as an unprivileged user

@@ -176,12 +176,17 @@ pub(crate) fn watch(
 /// the rule permits is made with the supervisor's identity, since the
 /// helper's is root too and whether the sandbox may change that file at
 /// all is the helper's kernel's own check (gVisor's), which the host
-/// cannot see. The rule alone decides what reaches the host.
-pub(crate) fn watch_helper(channel: OwnedFd, since: (i64, u32)) -> std::io::Result<()> {
+/// cannot see. The rule alone decides what reaches the host. `cpus`: the
+/// sandbox's CPU limit, which the judging is held to ([`pace`]).
+pub(crate) fn watch_helper(
+    channel: OwnedFd,
+    since: (i64, u32),
+    cpus: Option<f64>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, None, true, None))
+        .spawn(move || serve_as(channel, since, None, true, cpus))
         .map(drop)
 }
 
