@@ -445,6 +445,35 @@ pub fn calls_as(
     move |method, path, body| call_on(d, true, method, path, body, Some(&token))
 }
 
+/// A JSON call over the daemon's TCP listener with token `t`: the status
+/// and the body read as JSON (`null` when it is not).
+pub fn json_as(
+    d: &Daemon,
+    t: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
+    let bearer = format!("Bearer {t}");
+    let (s, b) = exchange(
+        method,
+        &url,
+        &[("authorization", &bearer)],
+        None,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ],
+    );
+    (
+        s,
+        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// Calls through the daemon's E2B door as the API key `key`: `(method,
 /// path, body)` to `(status, body)`.
 pub fn e2b_calls_as(

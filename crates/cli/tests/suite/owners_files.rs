@@ -100,28 +100,6 @@ impl Host {
     }
 }
 
-/// A JSON call over TCP with token `t`: (status, body as JSON).
-fn api(d: &Daemon, t: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
-    let bearer = format!("Bearer {t}");
-    let (s, b) = exchange(
-        method,
-        &url,
-        &[("authorization", &bearer)],
-        None,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            body,
-        ],
-    );
-    (
-        s,
-        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
-    )
-}
-
 fn create_over(
     d: &Daemon,
     t: &str,
@@ -130,7 +108,7 @@ fn create_over(
     start: bool,
 ) -> (u16, serde_json::Value) {
     let body = serde_json::json!({"name": name, "workspace": ws, "start": start}).to_string();
-    api(d, t, "POST", "/v1/sandboxes", &body)
+    json_as(d, t, "POST", "/v1/sandboxes", &body)
 }
 
 fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
@@ -141,14 +119,14 @@ fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
 
 fn sh(d: &Daemon, t: &str, id: &str, script: &str) {
     let body = serde_json::json!({ "shell": script }).to_string();
-    let (s, r) = api(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    let (s, r) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["exit_status"], 0, "{script}: {r}");
 }
 
 /// The flag rules the review puts on `path`.
 fn flags_of(d: &Daemon, t: &str, id: &str, path: &str) -> Vec<String> {
-    let (s, r) = api(d, t, "GET", &format!("/v1/sandboxes/{id}/changes"), "");
+    let (s, r) = json_as(d, t, "GET", &format!("/v1/sandboxes/{id}/changes"), "");
     assert_eq!(s, 200, "{r}");
     r["changes"]
         .as_array()
@@ -164,14 +142,14 @@ fn flags_of(d: &Daemon, t: &str, id: &str, path: &str) -> Vec<String> {
 /// program the token planted, had it landed, would have run by now.
 fn name_the_profile_and_check_nothing_ran(host: &Host, d: &Daemon, t: &str, profile: &str) {
     let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
-    let (s, b) = api(d, t, "POST", "/v1/sandboxes", &body);
+    let (s, b) = json_as(d, t, "POST", "/v1/sandboxes", &body);
     assert_eq!(s, 201, "the owner's profile still serves the token: {b}");
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         !host.marker.exists(),
         "the token's program ran on the host with the owner's trust"
     );
-    api(d, t, "DELETE", "/v1/sandboxes/named", "");
+    json_as(d, t, "DELETE", "/v1/sandboxes/named", "");
 }
 
 #[test]
@@ -279,7 +257,7 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
             "printf '%s' '{payload}' >> /workspace/warden-base.yaml && printf '%s' '{payload}' >> /workspace/shared-link.yaml && echo ok > /workspace/notes.txt"
         ),
     );
-    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/stop", "{}");
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/e1/stop", "{}");
     assert!(s < 300, "{s} {b}");
     // The owner now keeps the project's file as a profile's base, and a
     // secret read from the other.
@@ -305,7 +283,7 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
         r#"{"paths":["warden-base.yaml"]}"#,
         r#"{"paths":["shared-link.yaml"]}"#,
     ] {
-        let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/commit", body);
+        let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/e1/commit", body);
         assert_eq!(s, 403, "{body}: {b}");
         assert_eq!(b["reason"], "holds_configuration", "{body}: {b}");
     }
@@ -331,7 +309,7 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
     );
     assert_eq!(shown.matches("owner-config").count(), 2, "{shown}");
     // The token's other work lands.
-    let (s, b) = api(
+    let (s, b) = json_as(
         &d,
         &t,
         "POST",
@@ -344,7 +322,7 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
         "ok\n"
     );
     // Nor is the sandbox started again over the owner's file.
-    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/e1/start", "{}");
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/e1/start", "{}");
     assert_eq!(s, 403, "{b}");
     name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj4");
 }
@@ -503,7 +481,7 @@ fn a_tokens_e2b_sandbox_with_a_writable_volume_is_not_started_again_once_it_hold
     );
     assert_eq!(s, 201, "{b}");
     let id = json(&b)["sandboxID"].as_str().unwrap().to_string();
-    let (s, b) = api(&d, &key, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
+    let (s, b) = json_as(&d, &key, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
     assert!(s < 300, "{s} {b}");
     // The owner's profile comes to extend the project's file.
     std::fs::write(
@@ -511,7 +489,7 @@ fn a_tokens_e2b_sandbox_with_a_writable_volume_is_not_started_again_once_it_hold
         format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
     )
     .unwrap();
-    let (s, b) = api(&d, &key, "POST", &format!("/v1/sandboxes/{id}/start"), "{}");
+    let (s, b) = json_as(&d, &key, "POST", &format!("/v1/sandboxes/{id}/start"), "{}");
     assert_eq!(s, 403, "{b}");
     assert_eq!(b["field"], "/spec/filesystem/volumes", "{b}");
 }

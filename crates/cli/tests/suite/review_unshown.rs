@@ -67,38 +67,17 @@ impl Host {
     }
 }
 
-fn api(d: &Daemon, t: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
-    let bearer = format!("Bearer {t}");
-    let (s, b) = exchange(
-        method,
-        &url,
-        &[("authorization", &bearer)],
-        None,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            body,
-        ],
-    );
-    (
-        s,
-        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
-    )
-}
-
 fn create(d: &Daemon, t: &str, body: serde_json::Value) {
-    let (s, b) = api(d, t, "POST", "/v1/sandboxes", &body.to_string());
+    let (s, b) = json_as(d, t, "POST", "/v1/sandboxes", &body.to_string());
     assert_eq!(s, 201, "{b}");
 }
 
 fn sh_then_stop(d: &Daemon, t: &str, id: &str, script: &str) {
     let body = serde_json::json!({ "shell": script }).to_string();
-    let (s, r) = api(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    let (s, r) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["exit_status"], 0, "{script}: {r}");
-    let (s, b) = api(d, t, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
+    let (s, b) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
     assert!(s < 300, "{s} {b}");
 }
 
@@ -124,7 +103,7 @@ fn flags(changes: &serde_json::Value) -> Vec<(String, Vec<String>)> {
 }
 
 fn review(d: &Daemon, t: &str, id: &str) -> Vec<(String, Vec<String>)> {
-    let (s, r) = api(
+    let (s, r) = json_as(
         d,
         t,
         "GET",
@@ -151,7 +130,7 @@ fn a_tokens_sandbox_with_a_workspace_of_its_own_commits_without_an_owner_config_
         vec![("notes.txt".to_string(), Vec::<String>::new())],
         "the sandbox's own workspace is not the owner's configuration"
     );
-    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/own1/commit", "{}");
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/own1/commit", "{}");
     assert_eq!(s, 200, "{b}");
     let own = host.dir.path().join("warden/workspaces/own1/notes.txt");
     assert_eq!(std::fs::read_to_string(own).unwrap(), "hello\n");
@@ -185,13 +164,13 @@ fn a_one_line_backdoor_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_
     let shown = review(&d, &t, "hl");
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(shown[0].1.contains(&"not-shown".to_string()), "{shown:?}");
-    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes/hl/commit", "{}");
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/hl/commit", "{}");
     assert_eq!(s, 409, "{b}");
     assert_eq!(b["code"], "flagged", "{b}");
     assert!(b.to_string().contains("not-shown"), "{b}");
     assert_eq!(std::fs::read_to_string(lib.join("vendor.js")).unwrap(), old);
     // Accepting it is the owner's decision, not the token's.
-    let (s, b) = api(
+    let (s, b) = json_as(
         &d,
         &t,
         "POST",

@@ -86,31 +86,10 @@ impl Host {
     }
 }
 
-fn api(d: &Daemon, t: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
-    let bearer = format!("Bearer {t}");
-    let (s, b) = exchange(
-        method,
-        &url,
-        &[("authorization", &bearer)],
-        None,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            body,
-        ],
-    );
-    (
-        s,
-        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
-    )
-}
-
 fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) {
     let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
-    let r = api(d, t, "POST", "/v1/sandboxes", &body);
-    api(d, t, "DELETE", "/v1/sandboxes/named", "");
+    let r = json_as(d, t, "POST", "/v1/sandboxes", &body);
+    json_as(d, t, "DELETE", "/v1/sandboxes/named", "");
     r
 }
 
@@ -161,14 +140,14 @@ fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
     let rel = site.strip_prefix(&venv).unwrap().join("zz.pth");
     let pth = format!("import os; os.system('touch {}')\n", host.marker.display());
     let body = serde_json::json!({"name": "v1", "workspace": venv, "start": true}).to_string();
-    let (s, b) = api(&d, &t, "POST", "/v1/sandboxes", &body);
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
     if s == 201 {
         let script = format!("printf '%s' {:?} > /workspace/{}", pth, rel.display());
         let body = serde_json::json!({ "shell": script }).to_string();
-        let (s, r) = api(&d, &t, "POST", "/v1/sandboxes/v1/exec", &body);
+        let (s, r) = json_as(&d, &t, "POST", "/v1/sandboxes/v1/exec", &body);
         assert_eq!((s, &r["exit_status"]), (200, &serde_json::json!(0)), "{r}");
-        api(&d, &t, "POST", "/v1/sandboxes/v1/stop", "");
-        api(&d, &t, "POST", "/v1/sandboxes/v1/commit", "{}");
+        json_as(&d, &t, "POST", "/v1/sandboxes/v1/stop", "");
+        json_as(&d, &t, "POST", "/v1/sandboxes/v1/commit", "{}");
     } else {
         assert_eq!(s, 403, "{b}");
     }
