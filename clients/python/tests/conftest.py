@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import httpx
 import pytest
@@ -72,9 +72,18 @@ def _binary() -> Path:
     return b
 
 
-@pytest.fixture(scope="session")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    base = tmp_path_factory.mktemp("warden")
+def serve(
+    base: Path,
+    args: Optional[List[str]] = None,
+    env_more: Optional[Dict[str, str]] = None,
+    strict: bool = True,
+) -> Iterator[Daemon]:
+    """A daemon of its own under `base` (`warden serve --listen` and
+    `args`, its environment with `env_more`), until the generator is
+    closed: then its sandboxes are removed, it is stopped, and anything
+    it could not remove is removed with the CLI, so that no supervisor
+    outlives the run. With `strict`, fails the tests if sandboxes were
+    left behind (each test removes its own)."""
     state = base / "state"
     log_path = base / "daemon.log"
     env = {k: v for k, v in os.environ.items() if k not in ("WARDEN_HOST", "WARDEN_TOKEN")}
@@ -82,9 +91,10 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     # Debug builds only: ask-mode questions may be about names pinned to
     # the host's loopback, where the tests' listeners are.
     env["WARDEN_TEST_ASK_LOOPBACK"] = "1"
+    env.update(env_more or {})
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [str(_binary()), "serve", "--listen", "127.0.0.1:0"],
+            [str(_binary()), "serve", "--listen", "127.0.0.1:0", *(args or [])],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -123,8 +133,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         if sandboxes.is_dir():
             for e in sandboxes.iterdir():
                 subprocess.run([str(_binary()), "rm", "--force", e.name], env=env, capture_output=True)
-    if left:
+    if left and strict:
         pytest.fail(f"the tests left sandboxes behind (each test removes its own): {left}")
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    yield from serve(tmp_path_factory.mktemp("warden"))
 
 
 @pytest.fixture(autouse=True)

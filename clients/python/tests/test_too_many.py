@@ -15,8 +15,6 @@ ledger holds 3 sessions per token and 3 for all tokens together."""
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import time
 from typing import Iterator, List
@@ -24,7 +22,7 @@ from typing import Iterator, List
 import httpx
 import pytest
 
-from conftest import Daemon, _binary
+from conftest import Daemon, _binary, serve
 from warden_sandbox import (
     BusyError,
     QuotaExceededError,
@@ -34,8 +32,6 @@ from warden_sandbox import (
 )
 from warden_sandbox._errors import error_from_response, retry_after_of
 
-SERVING = re.compile(r"serving on (\S+) and http://(\S+) \(tokens required\)")
-
 #: The supervisor's bound in this daemon.
 BOUND = 4
 
@@ -43,50 +39,14 @@ BOUND = 4
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     base = tmp_path_factory.mktemp("warden-small")
-    state = base / "state"
     conf = base / "daemon.yaml"
     conf.write_text("sessions:\n  per_token: 3\n  per_daemon: 3\n")
-    log_path = base / "daemon.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("WARDEN_HOST", "WARDEN_TOKEN")}
-    env["WARDEN_STATE_DIR"] = str(state)
-    env["WARDEN_TEST_SUPERVISOR_CONNECTIONS"] = str(BOUND)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [str(_binary()), "serve", "--listen", "127.0.0.1:0", "--config", str(conf)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    found = None
-    while found is None:
-        text = log_path.read_text(errors="replace")
-        found = SERVING.search(text)
-        if found is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"warden serve did not start:\n{text}")
-            time.sleep(0.05)
-    d = Daemon(socket=found.group(1), tcp=found.group(2), state=state, process=proc)
-    try:
-        yield d
-    finally:
-        try:
-            with d.owner() as c:
-                for sid in d.sandbox_ids():
-                    c.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        sandboxes = state / "sandboxes"
-        if sandboxes.is_dir():
-            for e in sandboxes.iterdir():
-                subprocess.run([str(_binary()), "rm", "--force", e.name], env=env, capture_output=True)
+    yield from serve(
+        base,
+        ["--config", str(conf)],
+        {"WARDEN_TEST_SUPERVISOR_CONNECTIONS": str(BOUND)},
+        strict=False,
+    )
 
 
 def _marks(sb: Sandbox) -> List[str]:
