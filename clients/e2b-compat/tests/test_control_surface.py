@@ -23,9 +23,12 @@ from conftest import Daemon
 
 # A counter in the background: its value, in /workspace/n, shows whether
 # the processes of a sandbox went on from where they were.
+# Each value written whole, then renamed into place: a sandbox frozen or
+# stopped between a truncation and its write would leave an empty file.
 COUNTER = (
-    "python3 -c 'import time\ni = 0\nwhile True:\n    i += 1\n"
-    "    open(\"/workspace/n\", \"w\").write(str(i)); time.sleep(0.05)' "
+    "python3 -c 'import os, time\ni = 0\nwhile True:\n    i += 1\n"
+    "    open(\"/workspace/n.new\", \"w\").write(str(i))\n"
+    "    os.replace(\"/workspace/n.new\", \"/workspace/n\"); time.sleep(0.05)' "
 )
 
 

@@ -16,6 +16,7 @@ from e2b import (
 )
 
 from conftest import EXPIRED
+from test_control_surface import COUNTER
 
 
 def test_a_sandbox_is_created_listed_by_its_metadata_and_killed(label: str) -> None:
@@ -82,10 +83,7 @@ def test_an_unknown_template_is_refused_and_nothing_is_left(label: str) -> None:
 def test_pause_freezes_the_sandbox_and_connect_resumes_it_where_it_was(label: str) -> None:
     sbx = Sandbox.create(metadata={"test": label}, timeout=120)
     try:
-        sbx.commands.run(
-            "python3 -c 'import time\ni = 0\nwhile True:\n    i += 1\n    open(\"/workspace/n\", \"w\").write(str(i)); time.sleep(0.05)' ",
-            background=True,
-        )
+        sbx.commands.run(COUNTER, background=True)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             r = sbx.commands.run("cat /workspace/n 2>/dev/null || echo 0")
