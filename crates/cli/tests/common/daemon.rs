@@ -474,6 +474,44 @@ pub fn json_as(
     )
 }
 
+/// `script` run whole in sandbox `id` by token `t` over TCP: it must be
+/// answered 200 and exit 0; the answer.
+pub fn shell_as(d: &Daemon, t: &str, id: &str, script: &str) -> serde_json::Value {
+    let body = serde_json::json!({ "shell": script }).to_string();
+    let (s, r) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["exit_status"], 0, "{script}: {r}");
+    r
+}
+
+/// Sandbox `id` stopped by token `t` over TCP: the stop must succeed.
+pub fn stop_as(d: &Daemon, t: &str, id: &str) {
+    let (s, b) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
+    assert!(s < 300, "{s} {b}");
+}
+
+/// Each change's path and the rules of its flags, from a review's JSON
+/// (the API's `{"changes": [...]}` or `warden diff --json`'s list).
+pub fn flag_rules(changes: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    changes["changes"]
+        .as_array()
+        .or(changes.as_array())
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let rules = c["flags"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (c["path"].as_str().unwrap_or_default().to_string(), rules)
+        })
+        .collect()
+}
+
 /// Calls through the daemon's E2B door as the API key `key`: `(method,
 /// path, body)` to `(status, body)`.
 pub fn e2b_calls_as(

@@ -7,6 +7,7 @@ pub mod desktop;
 pub mod forge;
 pub mod grants;
 pub mod mcp;
+pub mod owner;
 pub mod rfb;
 pub mod sockets;
 pub mod tcp;

@@ -25,79 +25,43 @@
 //! goes through the same `holds_configuration`).
 
 use crate::common::daemon::*;
+use crate::common::owner::OwnerHost;
 use crate::common::*;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// The owner's host: a configuration directory, a workspace root with
-/// projects, and where a token's program would leave its mark.
-struct Host {
-    dir: TempDir,
-    config: PathBuf,
-    root: PathBuf,
-    marker: PathBuf,
+/// The settings a project keeps for the owner's profiles to extend.
+const BASE: &str = "description: the project's shared settings\nresources:\n  memory: 256M\n";
+
+/// Project `proj4` keeping [`BASE`] in `warden-base.yaml`.
+fn shared_base(host: &OwnerHost) -> PathBuf {
+    host.project("proj4", "warden-base.yaml", BASE)
 }
 
-impl Host {
-    fn new(tag: &str) -> Host {
-        let dir = TempDir::new(tag);
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        let root = dir.path().join("wsroot");
-        std::fs::create_dir_all(&root).unwrap();
-        let marker = dir.path().join("ran-on-host");
-        Host {
-            dir,
-            config,
-            root,
-            marker,
-        }
-    }
+/// The owner's profile `proj4` extends `proj`'s `warden-base.yaml`.
+fn extend_from_profile(host: &OwnerHost, proj: &Path) {
+    std::fs::write(
+        host.profile("proj4"),
+        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
+    )
+    .unwrap();
+}
 
-    /// A project under the root holding `file` with `text`.
-    fn project(&self, name: &str, file: &str, text: &str) -> PathBuf {
-        let p = self.root.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join(file), text).unwrap();
-        p
-    }
+/// The owner's daemon with settings file `daemon.yaml` holding
+/// `settings`, and its E2B door open.
+fn e2b_daemon(host: &OwnerHost, settings: &str) -> Daemon {
+    let file = host.dir.path().join("daemon.yaml");
+    std::fs::write(&file, settings).unwrap();
+    let e2b = format!("127.0.0.1:{}", free_port());
+    host.daemon(&["--config", file.to_str().unwrap(), "--e2b", &e2b])
+}
 
-    fn profile(&self, name: &str) -> PathBuf {
-        self.config.join(format!("warden/profiles/{name}.yaml"))
-    }
-
-    fn daemon(&self, args: &[&str]) -> Daemon {
-        let p = self.dir.path();
-        Daemon::start_in(
-            None,
-            p,
-            true,
-            args,
-            &[("XDG_CONFIG_HOME", &self.config), ("HOME", &p.join("home"))],
-        )
-    }
-
-    fn daemon_over_root(&self) -> Daemon {
-        self.daemon(&["--workspace-root", self.root.to_str().unwrap()])
-    }
-
-    fn token(&self) -> String {
-        token(
-            self.dir.path(),
-            "agent",
-            &["sandboxes:write", "sandboxes:read", "exec"],
-        )
-    }
-
-    /// What a token appends to an owner's file: a secret whose source is
-    /// a program of its choosing, run on the host when a sandbox starts.
-    fn payload(&self) -> String {
-        format!(
-            "\nsecrets:\n  PWN:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n",
-            self.marker.display()
-        )
-    }
+/// What a token appends to an owner's file: a secret whose source is a
+/// program of its choosing, run on the host when a sandbox starts.
+fn payload(host: &OwnerHost) -> String {
+    format!(
+        "\nsecrets:\n  PWN:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n",
+        host.marker.display()
+    )
 }
 
 fn create_over(
@@ -117,36 +81,26 @@ fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
     assert_eq!(b["field"], "/workspace", "{what}: {b}");
 }
 
-fn sh(d: &Daemon, t: &str, id: &str, script: &str) {
-    let body = serde_json::json!({ "shell": script }).to_string();
-    let (s, r) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
-    assert_eq!(s, 200, "{r}");
-    assert_eq!(r["exit_status"], 0, "{script}: {r}");
-}
-
 /// The flag rules the review puts on `path`.
 fn flags_of(d: &Daemon, t: &str, id: &str, path: &str) -> Vec<String> {
     let (s, r) = json_as(d, t, "GET", &format!("/v1/sandboxes/{id}/changes"), "");
     assert_eq!(s, 200, "{r}");
-    r["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["path"] == path)
-        .flat_map(|c| c["flags"].as_array().cloned().unwrap_or_default())
-        .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
+    assert!(r["changes"].is_array(), "{r}");
+    flag_rules(&r)
+        .into_iter()
+        .filter(|(p, _)| p == path)
+        .flat_map(|(_, rules)| rules)
         .collect()
 }
 
 /// The token names the owner's profile: a sandbox of it starts, and the
 /// program the token planted, had it landed, would have run by now.
-fn name_the_profile_and_check_nothing_ran(host: &Host, d: &Daemon, t: &str, profile: &str) {
+fn name_the_profile_and_check_nothing_ran(host: &OwnerHost, d: &Daemon, t: &str, profile: &str) {
     let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
     let (s, b) = json_as(d, t, "POST", "/v1/sandboxes", &body);
     assert_eq!(s, 201, "the owner's profile still serves the token: {b}");
-    std::thread::sleep(Duration::from_millis(300));
     assert!(
-        !host.marker.exists(),
+        !host.marker_appeared(),
         "the token's program ran on the host with the owner's trust"
     );
     json_as(d, t, "DELETE", "/v1/sandboxes/named", "");
@@ -154,20 +108,14 @@ fn name_the_profile_and_check_nothing_ran(host: &Host, d: &Daemon, t: &str, prof
 
 #[test]
 fn a_token_gets_no_workspace_over_a_file_an_owners_profile_extends() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-extends");
-    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
-    let proj = host.project("proj4", "warden-base.yaml", base);
-    std::fs::write(
-        host.profile("proj4"),
-        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
-    )
-    .unwrap();
+    let Some(host) = OwnerHost::new("owners-extends") else {
+        return;
+    };
+    let proj = shared_base(&host);
+    extend_from_profile(&host, &proj);
     let other = host.project("other", "notes.txt", "x\n");
     let d = host.daemon_over_root();
-    let t = host.token();
+    let t = host.agent();
     // The project, and the root above it: each holds the owner's file.
     for ws in [&proj, &host.root] {
         let (s, b) = create_over(&d, &t, "e1", ws, false);
@@ -178,17 +126,16 @@ fn a_token_gets_no_workspace_over_a_file_an_owners_profile_extends() {
     assert_eq!(s, 201, "{b}");
     assert_eq!(
         std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
-        base
+        BASE
     );
     name_the_profile_and_check_nothing_ran(&host, &d, &t, "proj4");
 }
 
 #[test]
 fn a_token_gets_no_workspace_over_a_project_file_a_catalogue_entry_links_to() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-linked");
+    let Some(host) = OwnerHost::new("owners-linked") else {
+        return;
+    };
     let own = "description: proj5, kept in its repository\nresources:\n  memory: 256M\n";
     let proj5 = host.project("proj5", "warden.yaml", own);
     std::os::unix::fs::symlink(proj5.join("warden.yaml"), host.profile("proj5")).unwrap();
@@ -200,7 +147,7 @@ fn a_token_gets_no_workspace_over_a_project_file_a_catalogue_entry_links_to() {
     std::os::unix::fs::symlink(proj6.join("warden.yaml"), links.join("p6.yaml")).unwrap();
     std::os::unix::fs::symlink(links.join("p6.yaml"), host.profile("proj6")).unwrap();
     let d = host.daemon_over_root();
-    let t = host.token();
+    let t = host.agent();
     for ws in [&proj5, &proj6, &links] {
         let (s, b) = create_over(&d, &t, "f1", ws, false);
         assert_holds_configuration(s, &b, &ws.display().to_string());
@@ -211,16 +158,15 @@ fn a_token_gets_no_workspace_over_a_project_file_a_catalogue_entry_links_to() {
 
 #[test]
 fn a_token_gets_no_workspace_over_the_daemons_own_settings_file() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-config");
+    let Some(host) = OwnerHost::new("owners-config") else {
+        return;
+    };
     let settings = format!("workspace_roots: [{}]\n", host.root.display());
     let serve = host.project("serve", "warden-serve.yaml", &settings);
     let other = host.project("other", "notes.txt", "x\n");
     let file = serve.join("warden-serve.yaml");
     let d = host.daemon(&["--config", file.to_str().unwrap()]);
-    let t = host.token();
+    let t = host.agent();
     let (s, b) = create_over(&d, &t, "cfg", &serve, false);
     assert_holds_configuration(s, &b, "the settings file's directory");
     // The roots the file gives still serve.
@@ -231,25 +177,23 @@ fn a_token_gets_no_workspace_over_the_daemons_own_settings_file() {
 
 #[test]
 fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not_committed() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-later");
-    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
-    let proj = host.project("proj4", "warden-base.yaml", base);
+    let Some(host) = OwnerHost::new("owners-later") else {
+        return;
+    };
+    let proj = shared_base(&host);
     // A second name of another owner's file, made in the project by the
     // owner: the same file, whatever its path says.
     let shared = host.dir.path().join("shared.yaml");
-    std::fs::write(&shared, base).unwrap();
+    std::fs::write(&shared, BASE).unwrap();
     std::fs::hard_link(&shared, proj.join("shared-link.yaml")).unwrap();
     let d = host.daemon_over_root();
-    let t = host.token();
+    let t = host.agent();
     // Nothing of the owner's is in the project yet: the token may work
     // on it.
     let (s, b) = create_over(&d, &t, "e1", &proj, true);
     assert_eq!(s, 201, "{b}");
-    let payload = host.payload();
-    sh(
+    let payload = payload(&host);
+    shell_as(
         &d,
         &t,
         "e1",
@@ -257,8 +201,7 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
             "printf '%s' '{payload}' >> /workspace/warden-base.yaml && printf '%s' '{payload}' >> /workspace/shared-link.yaml && echo ok > /workspace/notes.txt"
         ),
     );
-    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/e1/stop", "{}");
-    assert!(s < 300, "{s} {b}");
+    stop_as(&d, &t, "e1");
     // The owner now keeps the project's file as a profile's base, and a
     // secret read from the other.
     std::fs::write(
@@ -289,24 +232,13 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
     }
     assert_eq!(
         std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
-        base
+        BASE
     );
-    assert_eq!(std::fs::read_to_string(&shared).unwrap(), base);
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), BASE);
     // The owner's own review at the terminal flags them too.
-    let out = std::process::Command::new(warden_bin())
-        .args(["diff", "e1", "--json"])
-        .env("WARDEN_STATE_DIR", host.dir.path().join("warden"))
-        .env("XDG_CONFIG_HOME", &host.config)
-        .env("HOME", host.dir.path().join("home"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{shown} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = host.owner(&["diff", "e1", "--json"]);
+    let shown = stdout(&out);
+    assert!(out.status.success(), "{shown} {}", stderr(&out));
     assert_eq!(shown.matches("owner-config").count(), 2, "{shown}");
     // The token's other work lands.
     let (s, b) = json_as(
@@ -329,34 +261,23 @@ fn a_file_the_owners_profile_comes_to_extend_after_the_create_is_flagged_and_not
 
 #[test]
 fn a_tokens_e2b_sandbox_mounts_no_writable_volume_over_the_owners_files() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-e2b");
-    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
-    let proj = host.project("proj4", "warden-base.yaml", base);
-    std::fs::write(
-        host.profile("proj4"),
-        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
-    )
-    .unwrap();
+    let Some(host) = OwnerHost::new("owners-e2b") else {
+        return;
+    };
+    let proj = shared_base(&host);
+    extend_from_profile(&host, &proj);
     std::fs::write(host.profile("small"), "resources:\n  memory: 256M\n").unwrap();
     // The owner offers the project to E2B clients as a volume: writable,
     // its writes merged into the directory when the sandbox stops.
-    let file = host.dir.path().join("daemon.yaml");
-    std::fs::write(
-        &file,
-        format!(
+    let d = e2b_daemon(
+        &host,
+        &format!(
             "e2b:\n  volumes:\n    proj: {{path: {}, writable: true, tokens: [\"*\"]}}\n    docs: {{path: {}, tokens: [\"*\"]}}\n",
             proj.display(),
             proj.display()
         ),
-    )
-    .unwrap();
-    let e2b = format!("127.0.0.1:{}", free_port());
-    let d = host.daemon(&["--config", file.to_str().unwrap(), "--e2b", &e2b]);
-    let key = host.token();
-    let door = e2b_calls_as(&d, key);
+    );
+    let door = e2b_calls_as(&d, host.agent());
     let (s, b) = door(
         "POST",
         "/sandboxes",
@@ -377,23 +298,17 @@ fn a_tokens_e2b_sandbox_mounts_no_writable_volume_over_the_owners_files() {
     assert_eq!(s, 201, "{b}");
     assert_eq!(
         std::fs::read_to_string(proj.join("warden-base.yaml")).unwrap(),
-        base
+        BASE
     );
 }
 
 #[test]
 fn the_model_behind_mcp_gets_no_workspace_over_the_owners_files() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-mcp");
-    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
-    let proj = host.project("proj4", "warden-base.yaml", base);
-    std::fs::write(
-        host.profile("proj4"),
-        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
-    )
-    .unwrap();
+    let Some(host) = OwnerHost::new("owners-mcp") else {
+        return;
+    };
+    let proj = shared_base(&host);
+    extend_from_profile(&host, &proj);
     let other = host.project("other", "notes.txt", "x\n");
     let d = host.daemon_over_root();
     let t = token(
@@ -451,25 +366,19 @@ fn the_model_behind_mcp_gets_no_workspace_over_the_owners_files() {
 #[test]
 fn a_tokens_e2b_sandbox_with_a_writable_volume_is_not_started_again_once_it_holds_the_owners_files()
 {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("owners-e2b-later");
-    let base = "description: the project's shared settings\nresources:\n  memory: 256M\n";
-    let proj = host.project("proj4", "warden-base.yaml", base);
+    let Some(host) = OwnerHost::new("owners-e2b-later") else {
+        return;
+    };
+    let proj = shared_base(&host);
     std::fs::write(host.profile("small"), "resources:\n  memory: 256M\n").unwrap();
-    let file = host.dir.path().join("daemon.yaml");
-    std::fs::write(
-        &file,
-        format!(
+    let d = e2b_daemon(
+        &host,
+        &format!(
             "e2b:\n  volumes:\n    proj: {{path: {}, writable: true, tokens: [\"*\"]}}\n",
             proj.display()
         ),
-    )
-    .unwrap();
-    let e2b = format!("127.0.0.1:{}", free_port());
-    let d = host.daemon(&["--config", file.to_str().unwrap(), "--e2b", &e2b]);
-    let key = host.token();
+    );
+    let key = host.agent();
     let door = e2b_calls_as(&d, key.clone());
     // Nothing of the owner's is in the volume yet: it is mounted.
     let (s, b) = door(
@@ -481,14 +390,9 @@ fn a_tokens_e2b_sandbox_with_a_writable_volume_is_not_started_again_once_it_hold
     );
     assert_eq!(s, 201, "{b}");
     let id = json(&b)["sandboxID"].as_str().unwrap().to_string();
-    let (s, b) = json_as(&d, &key, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
-    assert!(s < 300, "{s} {b}");
+    stop_as(&d, &key, &id);
     // The owner's profile comes to extend the project's file.
-    std::fs::write(
-        host.profile("proj4"),
-        format!("extends: [{}]\n", proj.join("warden-base.yaml").display()),
-    )
-    .unwrap();
+    extend_from_profile(&host, &proj);
     let (s, b) = json_as(&d, &key, "POST", &format!("/v1/sandboxes/{id}/start"), "{}");
     assert_eq!(s, 403, "{b}");
     assert_eq!(b["field"], "/spec/filesystem/volumes", "{b}");

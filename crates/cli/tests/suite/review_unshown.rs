@@ -14,58 +14,8 @@
 //!   in the state, and the command line reads it there.
 
 use crate::common::daemon::*;
-use crate::common::*;
-use std::path::{Path, PathBuf};
-
-struct Host {
-    dir: TempDir,
-    config: PathBuf,
-    root: PathBuf,
-}
-
-impl Host {
-    fn new(tag: &str) -> Host {
-        let dir = TempDir::new(tag);
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        let root = dir.path().join("wsroot");
-        std::fs::create_dir_all(&root).unwrap();
-        Host { dir, config, root }
-    }
-
-    fn daemon(&self, args: &[&str]) -> Daemon {
-        let p = self.dir.path();
-        Daemon::start_in(
-            None,
-            p,
-            true,
-            args,
-            &[("XDG_CONFIG_HOME", &self.config), ("HOME", &p.join("home"))],
-        )
-    }
-
-    fn token(&self) -> String {
-        token(
-            self.dir.path(),
-            "agent",
-            &["sandboxes:write", "sandboxes:read", "exec"],
-        )
-    }
-
-    /// `warden ARGS` as the owner at the terminal, with the daemon's
-    /// state and catalogue.
-    fn owner(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", self.dir.path().join("warden"))
-            .env("XDG_CONFIG_HOME", &self.config)
-            .env("HOME", self.dir.path().join("home"))
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
+use crate::common::owner::OwnerHost;
+use std::path::Path;
 
 fn create(d: &Daemon, t: &str, body: serde_json::Value) {
     let (s, b) = json_as(d, t, "POST", "/v1/sandboxes", &body.to_string());
@@ -73,33 +23,8 @@ fn create(d: &Daemon, t: &str, body: serde_json::Value) {
 }
 
 fn sh_then_stop(d: &Daemon, t: &str, id: &str, script: &str) {
-    let body = serde_json::json!({ "shell": script }).to_string();
-    let (s, r) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
-    assert_eq!(s, 200, "{r}");
-    assert_eq!(r["exit_status"], 0, "{script}: {r}");
-    let (s, b) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/stop"), "{}");
-    assert!(s < 300, "{s} {b}");
-}
-
-/// Each change's path and flag rules, from `changes` JSON.
-fn flags(changes: &serde_json::Value) -> Vec<(String, Vec<String>)> {
-    changes["changes"]
-        .as_array()
-        .or(changes.as_array())
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let rules = c["flags"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
-                .collect();
-            (c["path"].as_str().unwrap_or_default().to_string(), rules)
-        })
-        .collect()
+    shell_as(d, t, id, script);
+    stop_as(d, t, id);
 }
 
 fn review(d: &Daemon, t: &str, id: &str) -> Vec<(String, Vec<String>)> {
@@ -111,17 +36,16 @@ fn review(d: &Daemon, t: &str, id: &str) -> Vec<(String, Vec<String>)> {
         "",
     );
     assert_eq!(s, 200, "{r}");
-    flags(&r)
+    flag_rules(&r)
 }
 
 #[test]
 fn a_tokens_sandbox_with_a_workspace_of_its_own_commits_without_an_owner_config_flag() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("own-ws-commit");
-    let d = host.daemon(&["--workspace-root", host.root.to_str().unwrap()]);
-    let t = host.token();
+    let Some(host) = OwnerHost::new("own-ws-commit") else {
+        return;
+    };
+    let d = host.daemon_over_root();
+    let t = host.agent();
     create(&d, &t, serde_json::json!({"name": "own1", "start": true}));
     sh_then_stop(&d, &t, "own1", "echo hello > /workspace/notes.txt");
     let shown = review(&d, &t, "own1");
@@ -138,18 +62,15 @@ fn a_tokens_sandbox_with_a_workspace_of_its_own_commits_without_an_owner_config_
 
 #[test]
 fn a_one_line_backdoor_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_acceptance() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("unshown-commit");
-    let lib = host.root.join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
+    let Some(host) = OwnerHost::new("unshown-commit") else {
+        return;
+    };
     let old: String = (0..60_000)
         .map(|i| format!("function f{i}(x){{ return x+{i}; }}\n"))
         .collect();
-    std::fs::write(lib.join("vendor.js"), &old).unwrap();
-    let d = host.daemon(&["--workspace-root", host.root.to_str().unwrap()]);
-    let t = host.token();
+    let lib = host.project("lib", "vendor.js", &old);
+    let d = host.daemon_over_root();
+    let t = host.agent();
     create(
         &d,
         &t,
@@ -183,23 +104,20 @@ fn a_one_line_backdoor_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_
 
 #[test]
 fn the_owners_diff_at_the_terminal_flags_the_daemons_settings_file() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("cli-settings-flag");
-    let ops = host.root.join("ops");
-    std::fs::create_dir_all(&ops).unwrap();
+    let Some(host) = OwnerHost::new("cli-settings-flag") else {
+        return;
+    };
+    let ops = host.project(
+        "ops",
+        "warden-daemon.yaml",
+        &format!("workspace_roots: [{}]\n", host.root.display()),
+    );
     let file = ops.join("warden-daemon.yaml");
-    std::fs::write(
-        &file,
-        format!("workspace_roots: [{}]\n", host.root.display()),
-    )
-    .unwrap();
-    let t = host.token();
+    let t = host.agent();
     {
         // Not yet the daemon's settings: the token may work on the
         // project, and rewrites the file.
-        let d = host.daemon(&["--workspace-root", host.root.to_str().unwrap()]);
+        let d = host.daemon_over_root();
         create(
             &d,
             &t,
@@ -214,7 +132,7 @@ fn the_owners_diff_at_the_terminal_flags_the_daemons_settings_file() {
         let out = host.owner(&["diff", "ops1", "--json"]);
         let before: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
-            flags(&before),
+            flag_rules(&before),
             vec![("warden-daemon.yaml".to_string(), Vec::<String>::new())],
             "not (yet) a file the owner's configuration is read from"
         );
@@ -236,7 +154,7 @@ fn the_owners_diff_at_the_terminal_flags_the_daemons_settings_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let after: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rules = flags(&after);
+    let rules = flag_rules(&after);
     assert_eq!(rules.len(), 1, "{rules:?}");
     assert!(
         rules[0].1.contains(&"owner-config".to_string()),

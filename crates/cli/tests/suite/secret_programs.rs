@@ -16,74 +16,23 @@
 //! fixed environment. No marker appears.
 
 use crate::common::daemon::*;
+use crate::common::owner::OwnerHost;
 use crate::common::*;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-struct Host {
-    dir: TempDir,
-    config: PathBuf,
-    root: PathBuf,
-    marker: PathBuf,
-}
-
-impl Host {
-    fn new(tag: &str) -> Host {
-        let dir = TempDir::new(tag);
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        let root = dir.path().join("wsroot");
-        std::fs::create_dir_all(&root).unwrap();
-        let root = root.canonicalize().unwrap();
-        let marker = dir.path().join("ran-on-host");
-        Host {
-            dir,
-            config,
-            root,
-            marker,
-        }
-    }
-
-    fn profile(&self, name: &str, argv: &[&str]) {
-        let list = argv
-            .iter()
-            .map(|a| format!("{a:?}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        std::fs::write(
-            self.config.join(format!("warden/profiles/{name}.yaml")),
-            format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
-        )
-        .unwrap();
-    }
-
-    fn daemon(&self, cwd: Option<&Path>, env: &[(&str, &Path)]) -> Daemon {
-        let p = self.dir.path();
-        let home = p.join("home");
-        let mut all = vec![("XDG_CONFIG_HOME", self.config.as_path()), ("HOME", &home)];
-        all.extend_from_slice(env);
-        Daemon::start_in(
-            cwd,
-            p,
-            true,
-            &["--workspace-root", self.root.to_str().unwrap()],
-            &all,
-        )
-    }
-
-    fn token(&self) -> String {
-        token(
-            self.dir.path(),
-            "agent",
-            &["sandboxes:write", "sandboxes:read", "exec"],
-        )
-    }
-
-    fn marker_appeared(&self) -> bool {
-        std::thread::sleep(Duration::from_millis(300));
-        self.marker.exists()
-    }
+/// The owner's profile `name`: secret `API_TOKEN` read from the program
+/// `argv`.
+fn secret_profile(host: &OwnerHost, name: &str, argv: &[&str]) {
+    let list = argv
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    std::fs::write(
+        host.profile(name),
+        format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
+    )
+    .unwrap();
 }
 
 fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) {
@@ -95,13 +44,12 @@ fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) 
 
 #[test]
 fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
+    let Some(host) = OwnerHost::new("secret-venv") else {
+        return;
+    };
     if !Path::new("/usr/bin/python3").exists() {
         return skip("python3 is not installed");
     }
-    let host = Host::new("secret-venv");
     let proj = host.root.join("proj");
     std::fs::create_dir_all(proj.join("tools")).unwrap();
     let made = std::process::Command::new("/usr/bin/python3")
@@ -125,9 +73,9 @@ fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    host.profile("proj", &[program.to_str().unwrap()]);
-    let d = host.daemon(None, &[]);
-    let t = host.token();
+    secret_profile(&host, "proj", &[program.to_str().unwrap()]);
+    let d = host.daemon_over_root();
+    let t = host.agent();
 
     // The token's sandbox over the venv plants a .pth and commits it.
     let venv = proj.join(".venv");
@@ -143,9 +91,7 @@ fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
     let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
     if s == 201 {
         let script = format!("printf '%s' {:?} > /workspace/{}", pth, rel.display());
-        let body = serde_json::json!({ "shell": script }).to_string();
-        let (s, r) = json_as(&d, &t, "POST", "/v1/sandboxes/v1/exec", &body);
-        assert_eq!((s, &r["exit_status"]), (200, &serde_json::json!(0)), "{r}");
+        shell_as(&d, &t, "v1", &script);
         json_as(&d, &t, "POST", "/v1/sandboxes/v1/stop", "");
         json_as(&d, &t, "POST", "/v1/sandboxes/v1/commit", "{}");
     } else {
@@ -181,22 +127,19 @@ fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
 
 #[test]
 fn a_relative_secret_script_never_runs_from_the_daemons_working_directory() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("secret-relative");
-    let app = host.root.join("app");
-    std::fs::create_dir_all(app.join("tools")).unwrap();
+    let Some(host) = OwnerHost::new("secret-relative") else {
+        return;
+    };
     // What a token's committed change to the project would leave there.
-    std::fs::write(
-        app.join("tools/get-token.sh"),
-        format!("touch {}\necho tok-abc\n", host.marker.display()),
-    )
-    .unwrap();
-    host.profile("rel", &["/bin/sh", "tools/get-token.sh"]);
-    host.profile("relprog", &["tools/get-token.sh"]);
-    let d = host.daemon(Some(&app), &[]);
-    let t = host.token();
+    let app = host.project(
+        "app",
+        "tools/get-token.sh",
+        &format!("touch {}\necho tok-abc\n", host.marker.display()),
+    );
+    secret_profile(&host, "rel", &["/bin/sh", "tools/get-token.sh"]);
+    secret_profile(&host, "relprog", &["tools/get-token.sh"]);
+    let d = host.daemon_from(Some(&app), &host.over_root(), &[]);
+    let t = host.agent();
 
     let (s, b) = name_profile(&d, &t, "rel");
     assert_ne!(s, 201, "{b}");
@@ -211,7 +154,7 @@ fn a_relative_secret_script_never_runs_from_the_daemons_working_directory() {
     assert_eq!(s, 422, "a relative program is a profile error: {b}");
     assert_eq!(b["reason"], "owners_profile_invalid", "{b}");
     assert!(!host.marker_appeared());
-    let file = host.config.join("warden/profiles/relprog.yaml");
+    let file = host.profile("relprog");
     let out = std::process::Command::new(warden_bin())
         .args(["profile", "validate"])
         .arg(&file)
@@ -227,20 +170,19 @@ fn a_relative_secret_script_never_runs_from_the_daemons_working_directory() {
 
 #[test]
 fn the_daemons_environment_does_not_reach_a_secret_program() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
+    let Some(host) = OwnerHost::new("secret-env") else {
+        return;
+    };
     if !Path::new("/bin/bash").exists() {
         return skip("bash is not installed");
     }
-    let host = Host::new("secret-env");
     let hook = host.dir.path().join("bash-env.sh");
     std::fs::write(&hook, format!("touch {}\n", host.marker.display())).unwrap();
     let get = host.dir.path().join("get-token.sh");
     std::fs::write(&get, "echo tok-abc\n").unwrap();
-    host.profile("envy", &["/bin/bash", get.to_str().unwrap()]);
-    let d = host.daemon(None, &[("BASH_ENV", &hook)]);
-    let t = host.token();
+    secret_profile(&host, "envy", &["/bin/bash", get.to_str().unwrap()]);
+    let d = host.daemon_from(None, &host.over_root(), &[("BASH_ENV", &hook)]);
+    let t = host.agent();
     let (s, b) = name_profile(&d, &t, "envy");
     assert_eq!(s, 201, "{b}");
     assert!(
