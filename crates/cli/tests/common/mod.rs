@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod desktop;
 pub mod forge;
 pub mod grants;
+pub mod gvisor;
 pub mod mcp;
 pub mod owner;
 pub mod rfb;

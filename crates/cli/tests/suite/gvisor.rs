@@ -6,26 +6,10 @@
 //! (not installed, or as a user it cannot serve); the refusal without
 //! runsc is proved everywhere.
 
+use crate::common::gvisor::{gvisor_available, start_gvisor};
 use crate::common::tcp::Upstream;
 use crate::common::*;
 use std::process::{Command, Stdio};
-
-/// Whether `--isolation gvisor` runs a sandbox here: skipped with the
-/// reason when it cannot; any other failure fails the test.
-fn gvisor_available() -> bool {
-    let out = run_sh(&["--isolation", "gvisor"], "echo ok");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    let err = stderr(&out);
-    for known in ["needs runsc", "needs warden to run as root"] {
-        if err.contains(known) {
-            skip(&format!("gVisor cannot run here: {}", err.trim()));
-            return false;
-        }
-    }
-    panic!("the gVisor probe failed: {} {err}", stdout(&out));
-}
 
 #[test]
 fn without_runsc_gvisor_isolation_is_refused_with_what_to_install_and_nothing_runs() {
@@ -206,11 +190,7 @@ fn exec_into_a_running_gvisor_sandbox_runs_under_gvisor_and_sees_its_files() {
     let state = TempDir::new("gvisor-exec");
     let ws = TempDir::new("gvisor-exec-ws");
     std::fs::write(ws.path().join("in.txt"), "project file\n").unwrap();
-    ok(&warden(
-        state.path(),
-        &["create", "g", "--isolation", "gvisor", "-w", ws.str()],
-    ));
-    ok(&warden(state.path(), &["start", "g"]));
+    start_gvisor(state.path(), "g", &ws, &[]);
     let first = warden(
         state.path(),
         &[

@@ -8,18 +8,8 @@
 //! runsc cannot run a sandbox here.
 
 use crate::common::daemon::{call_on, curl_available, json, quota_token, Daemon};
+use crate::common::gvisor::{gvisor_available, start_gvisor};
 use crate::common::*;
-
-/// Whether `--isolation gvisor` runs a sandbox here (the reason printed
-/// when it cannot).
-fn gvisor_available() -> bool {
-    let out = run_sh(&["--isolation", "gvisor"], "echo ok");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    skip(&format!("gVisor cannot run here: {}", stderr(&out).trim()));
-    false
-}
 
 const MIB: u64 = 1 << 20;
 
@@ -39,20 +29,7 @@ fn a_gvisor_sandbox_past_its_default_disk_budget_gets_enospc_and_the_host_holds_
     let state = TempDir::new("gvisor-disk");
     let ws = TempDir::new("gvisor-disk-ws");
     // 256 MiB of memory: a default budget of 128 MiB, none asked.
-    ok(&warden(
-        state.path(),
-        &[
-            "create",
-            "gd",
-            "--isolation",
-            "gvisor",
-            "--memory",
-            "256M",
-            "-w",
-            ws.str(),
-        ],
-    ));
-    ok(&warden(state.path(), &["start", "gd"]));
+    start_gvisor(state.path(), "gd", &ws, &["--memory", "256M"]);
     let out = warden(state.path(), &["exec", "gd", "--", "sh", "-c", FILL]);
     let said = format!("{}{}", stdout(&out), stderr(&out));
     let running = bytes_under(&sandbox_dir(state.path(), "gd"));
@@ -135,20 +112,7 @@ fn an_asked_disk_limit_runs_under_gvisor_and_holds() {
     let state = TempDir::new("gvisor-disk-asked");
     let ws = TempDir::new("gvisor-disk-asked-ws");
     // Before, an asked `--disk` was refused under gVisor; now it is held.
-    ok(&warden(
-        state.path(),
-        &[
-            "create",
-            "ga",
-            "--isolation",
-            "gvisor",
-            "--disk",
-            "32M",
-            "-w",
-            ws.str(),
-        ],
-    ));
-    ok(&warden(state.path(), &["start", "ga"]));
+    start_gvisor(state.path(), "ga", &ws, &["--disk", "32M"]);
     let out = warden(
         state.path(),
         &[
@@ -273,22 +237,12 @@ fn a_gvisor_sandboxs_disk_budget_refilled_at_its_start_is_charged_to_its_own_mem
     let ws = TempDir::new("gvisor-disk-charge-ws");
     // 256 MiB of memory: a cgroup of 512 MiB (gVisor's own beside it);
     // a budget of 200 MiB.
-    ok(&warden(
+    start_gvisor(
         state.path(),
-        &[
-            "create",
-            "gc",
-            "--isolation",
-            "gvisor",
-            "--memory",
-            "256M",
-            "--disk",
-            "200M",
-            "-w",
-            ws.str(),
-        ],
-    ));
-    ok(&warden(state.path(), &["start", "gc"]));
+        "gc",
+        &ws,
+        &["--memory", "256M", "--disk", "200M"],
+    );
     let out = ok(&warden(
         state.path(),
         &[

@@ -8,21 +8,11 @@
 //! state directory in their command lines. Skipped, with the reason,
 //! where runsc cannot run a sandbox here.
 
+use crate::common::gvisor::{gvisor_available, start_gvisor};
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Whether `--isolation gvisor` runs a sandbox here (the reason printed
-/// when it cannot).
-fn gvisor_available() -> bool {
-    let out = run_sh(&["--isolation", "gvisor"], "echo ok");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    skip(&format!("gVisor cannot run here: {}", stderr(&out).trim()));
-    false
-}
 
 /// runsc's processes of the sandboxes kept under `state`: every one is
 /// given its root (`--root=STATE/gvisor/...`) on its command line.
@@ -132,20 +122,7 @@ fn a_named_gvisor_sandbox_dies_with_its_killed_supervisor_long_before_its_timeou
     }
     let state = TempDir::new("gvisor-orphan-named");
     let ws = TempDir::new("gvisor-orphan-named-ws");
-    ok(&warden(
-        state.path(),
-        &[
-            "create",
-            "g",
-            "--isolation",
-            "gvisor",
-            "-w",
-            ws.str(),
-            "--timeout",
-            "300s",
-        ],
-    ));
-    ok(&warden(state.path(), &["start", "g"]));
+    start_gvisor(state.path(), "g", &ws, &["--timeout", "300s"]);
     wait_until("runsc's sandbox to run", Duration::from_secs(60), || {
         runsc_of(state.path()).len() >= 3
     });

@@ -3,6 +3,7 @@
 //! lets go as it does a process sandbox's. A counter in a bind, read on
 //! the host, stands still while paused and goes on after.
 
+use crate::common::gvisor::gvisor_available;
 use crate::common::*;
 use std::path::Path;
 use std::time::Duration;
@@ -16,12 +17,8 @@ fn count(ws: &Path) -> u64 {
 
 #[test]
 fn a_paused_gvisor_sandbox_stands_still_and_goes_on_when_resumed() {
-    let probe = run_sh(&["--isolation", "gvisor"], "echo ok");
-    if !(probe.status.success() && stdout(&probe).trim() == "ok") {
-        return skip(&format!(
-            "gVisor cannot run here: {}",
-            stderr(&probe).trim()
-        ));
+    if !gvisor_available() {
+        return;
     }
     let state = TempDir::new("gvisor-pause");
     let ws = TempDir::new("gvisor-pause-ws");

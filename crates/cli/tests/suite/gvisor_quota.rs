@@ -8,20 +8,10 @@
 //! a sandbox here.
 
 use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::gvisor::gvisor_available;
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Whether `--isolation gvisor` runs a sandbox here (the reason printed
-/// when it cannot).
-fn gvisor_available() -> bool {
-    let out = run_sh(&["--isolation", "gvisor"], "echo ok");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    skip(&format!("gVisor cannot run here: {}", stderr(&out).trim()));
-    false
-}
 
 /// A token of `max_memory` in all that may create sandboxes.
 fn token(state: &Path, name: &str, max_memory: &str) -> String {
