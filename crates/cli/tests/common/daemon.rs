@@ -564,6 +564,18 @@ pub fn over_tcp(tag: &str) -> Option<(TempDir, Daemon)> {
     Some((state, d))
 }
 
+/// A daemon on its owner-only socket alone (no TCP listener) in a new
+/// state directory `tag`; `None`, the reason printed, without curl.
+pub fn on_socket(tag: &str) -> Option<(TempDir, Daemon)> {
+    if !curl_available() {
+        skip("curl is not installed");
+        return None;
+    }
+    let state = TempDir::new(tag);
+    let d = Daemon::start(state.path(), false);
+    Some((state, d))
+}
+
 /// [`with_config`], with supervisors that serve `bound` connections
 /// (`WARDEN_TEST_SUPERVISOR_CONNECTIONS`).
 pub fn with_supervisor_bound(

@@ -9,18 +9,7 @@
 //! listed) and is refused `accept_flagged` and `force` (403); a
 //! quota-free admin token still reaches all and may pass them.
 
-use crate::common::daemon::{call, curl_available, json, Daemon};
-use crate::common::*;
-
-fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), false);
-    Some((state, d))
-}
+use crate::common::daemon::{call, json, on_socket, Daemon};
 
 /// An `admin` token made by the owner, with `quotas` set in its record.
 fn admin(d: &Daemon, name: &str, quotas: serde_json::Value) -> String {
@@ -41,7 +30,7 @@ fn listed(d: &Daemon, t: &str) -> String {
 
 #[test]
 fn an_admin_token_held_to_quotas_reaches_only_its_own_sandboxes_and_cannot_accept_flagged() {
-    let Some((_state, d)) = setup("admin-reach") else {
+    let Some((_state, d)) = on_socket("admin-reach") else {
         return;
     };
     let (s, b) = call(

@@ -69,11 +69,9 @@ fn data_routes(d: &Daemon, sb: &str, token: &str) -> Vec<(String, u16, String)> 
 
 #[test]
 fn a_per_sandbox_token_ends_with_its_sandbox_and_a_namesake_refuses_it() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("cred-native");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("cred-native") else {
+        return;
+    };
     create(&d, "x");
     let old = sandbox_token(&d, "agent", "x");
     for (what, s, b) in data_routes(&d, "x", &old) {
@@ -124,11 +122,9 @@ fn a_per_sandbox_token_ends_with_its_sandbox_and_a_namesake_refuses_it() {
 
 #[test]
 fn a_token_for_a_sandbox_removed_behind_the_daemon_is_refused_by_its_namesake() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("cred-cli");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("cred-cli") else {
+        return;
+    };
     ok(&warden(state.path(), &["create", "y"]));
     let old = ok(&warden(
         state.path(),
@@ -374,11 +370,9 @@ print(got)
 
 #[test]
 fn a_token_holder_is_shown_no_host_path_of_the_state_directory() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("cred-paths");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("cred-paths") else {
+        return;
+    };
     create(&d, "z");
     let state_dir = state.path().join("warden").display().to_string();
     // The owner is shown where the sandbox's own workspace is.
@@ -506,11 +500,9 @@ fn with_headers(
 
 #[test]
 fn a_browser_session_of_a_sandboxs_token_ends_with_the_sandbox() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("cred-session");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("cred-session") else {
+        return;
+    };
     create(&d, "w");
     let token = sandbox_token(&d, "agent", "w");
     let origin = format!("http://{}", d.tcp.as_ref().unwrap());
@@ -556,11 +548,9 @@ fn a_browser_session_of_a_sandboxs_token_ends_with_the_sandbox() {
 /// no host path: the description is found by its shape.
 #[test]
 fn no_answer_describing_a_sandbox_shows_a_token_holder_a_host_path() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("cred-shapes");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("cred-shapes") else {
+        return;
+    };
     let state_dir = state.path().join("warden").display().to_string();
     let t = api_token(&d, "maker", &["sandboxes:write", "sandboxes:read"], None);
     let call_t = |method: &str, path: &str, body: Option<&str>| {

@@ -19,11 +19,9 @@ fn assert_no_sandbox_is_listed(d: &Daemon) {
 
 #[test]
 fn a_sandbox_is_made_used_and_removed_through_the_api() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-life");
-    let d = Daemon::start(state.path(), false);
+    let Some((state, d)) = on_socket("api-life") else {
+        return;
+    };
     let (s, b) = call(
         &d,
         "POST",
@@ -188,11 +186,9 @@ fn a_background_command_is_fed_signalled_and_read_again(d: &Daemon, state: &std:
 
 #[test]
 fn a_daemon_killed_mid_command_loses_neither_the_sandbox_nor_the_output() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-kill");
-    let mut d = Daemon::start(state.path(), false);
+    let Some((state, mut d)) = on_socket("api-kill") else {
+        return;
+    };
     let (s, b) = call(
         &d,
         "POST",
@@ -246,11 +242,9 @@ fn a_daemon_killed_mid_command_loses_neither_the_sandbox_nor_the_output() {
 
 #[test]
 fn every_route_refuses_a_token_that_lacks_its_scope() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-auth");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("api-auth") else {
+        return;
+    };
     let (s, b) = call(
         &d,
         "POST",
@@ -454,11 +448,9 @@ const BAD_INPUT: &[(&str, &str, Option<&str>, u16, &str)] = &[
 
 #[test]
 fn bad_input_gets_its_status_and_changes_nothing() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-bad");
-    let d = Daemon::start(state.path(), false);
+    let Some((state, d)) = on_socket("api-bad") else {
+        return;
+    };
     for (method, path, body, status, code) in BAD_INPUT {
         let (s, b) = call(&d, method, path, *body, None);
         assert_eq!(s, *status, "{method} {path} {body:?}: {b}");
@@ -500,11 +492,9 @@ fn bad_input_gets_its_status_and_changes_nothing() {
 /// `not_this_door`, and nothing is written where the body pointed.
 #[test]
 fn no_api_request_says_where_a_sandboxs_events_go_and_the_refusal_names_its_pointer_and_reason() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-doors");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("api-doors") else {
+        return;
+    };
     let t = ok(&warden(
         state.path(),
         &["token", "create", "w", "--scope", "sandboxes:write"],
@@ -545,11 +535,9 @@ fn no_api_request_says_where_a_sandboxs_events_go_and_the_refusal_names_its_poin
 
 #[test]
 fn changes_a_sandbox_is_not_in_the_state_for_and_execs_that_cannot_run_are_refused() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-bad-state");
-    let d = Daemon::start(state.path(), false);
+    let Some((_state, d)) = on_socket("api-bad-state") else {
+        return;
+    };
     // Illegal state changes on a stopped sandbox.
     let (s, _) = call(
         &d,
@@ -617,11 +605,9 @@ fn changes_a_sandbox_is_not_in_the_state_for_and_execs_that_cannot_run_are_refus
 
 #[test]
 fn a_commands_timeout_kills_it_and_says_so() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-timeout");
-    let d = Daemon::start(state.path(), false);
+    let Some((_state, d)) = on_socket("api-timeout") else {
+        return;
+    };
     assert_eq!(
         call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"to"}"#), None).0,
         201
@@ -646,11 +632,9 @@ fn a_commands_timeout_kills_it_and_says_so() {
 
 #[test]
 fn a_token_holder_cannot_reach_into_the_daemons_host_through_a_spec() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-host");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("api-host") else {
+        return;
+    };
     let t = token(state.path(), "writer", &["sandboxes:write", "exec"]);
     // A secret whose source is a program would run it on the host as the
     // daemon's user; each other key reaches host paths, services or
@@ -732,11 +716,9 @@ fn warden_cgroups(prefix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn a_hundred_concurrent_sandboxes_leave_nothing_behind() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-many");
-    let d = Daemon::start(state.path(), false);
+    let Some((state, d)) = on_socket("api-many") else {
+        return;
+    };
     let fds = |pid: i32| {
         std::fs::read_dir(format!("/proc/{pid}/fd"))
             .unwrap()
@@ -822,11 +804,9 @@ fn a_hundred_concurrent_sandboxes_leave_nothing_behind() {
 
 #[test]
 fn a_tokens_quota_refuses_one_sandbox_too_many_with_429() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-quota");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("api-quota") else {
+        return;
+    };
     let t = ok(&warden(
         state.path(),
         &[
@@ -1452,11 +1432,9 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
 
 #[test]
 fn a_call_on_a_stuck_supervisor_is_answered_503_in_bounded_time_and_the_daemon_goes_on() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("api-stuck");
-    let d = Daemon::start(state.path(), false);
+    let Some((state, d)) = on_socket("api-stuck") else {
+        return;
+    };
     let (s, b) = call(
         &d,
         "POST",

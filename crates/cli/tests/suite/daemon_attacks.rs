@@ -154,12 +154,7 @@ const TICKER: &str = "while :; do echo tick; sleep 0.1; done";
 
 /// A native-API daemon (socket and TCP) with a running sandbox `sb`.
 fn native(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), true);
+    let (state, d) = over_tcp(tag)?;
     let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"sb"}"#), None);
     assert_eq!(s, 201, "{b}");
     Some((state, d))

@@ -2,17 +2,15 @@
 //! records a caller's refusals one by one up to a share a minute, counts
 //! the rest, and so grows at a bounded rate whatever the caller sends.
 
-use crate::common::daemon::{curl_available, Daemon};
+use crate::common::daemon::{curl_available, over_tcp, Daemon};
 use crate::common::*;
 use std::process::Command;
 
 #[test]
 fn a_token_refused_a_thousand_times_leaves_a_bounded_number_of_lines_in_the_daemons_log() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("denial-bound");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("denial-bound") else {
+        return;
+    };
     // A token that may not list sandboxes: every list is refused.
     let token = crate::common::daemon::api_token(&d, "loud", &["exec"], None);
     let log = state.path().join("warden/daemon-audit.jsonl");

@@ -6,15 +6,12 @@
 //! carries no state, and a token is told only what it reaches.
 
 use crate::common::daemon::*;
-use crate::common::*;
 
 #[test]
 fn the_health_check_tells_no_state_without_a_credential_and_a_token_only_what_it_reaches() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("health");
-    let d = Daemon::start(state.path(), true);
+    let Some((_state, d)) = over_tcp("health") else {
+        return;
+    };
     for name in ["own-1", "own-2"] {
         let (s, b) = json_call(
             &d,

@@ -490,11 +490,9 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
 
 #[test]
 fn a_sandbox_without_a_desktop_refuses_desktop_calls() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("no-desktop");
-    let d = Daemon::start(state.path(), false);
+    let Some((_state, d)) = on_socket("no-desktop") else {
+        return;
+    };
     let (s, b) = call(
         &d,
         "POST",

@@ -10,7 +10,7 @@
 //! through the daemon (skipped, saying so, when the host lacks them).
 
 use crate::common;
-use crate::common::daemon::{call, curl_available, json, token, token_for, Daemon};
+use crate::common::daemon::{call, json, on_socket, token, token_for, Daemon};
 use crate::common::desktop::on_host;
 use crate::common::rfb::*;
 use crate::common::sockets::{listening_of, tcp_port_listens};
@@ -18,16 +18,6 @@ use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
-
-fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), false);
-    Some((state, d))
-}
 
 /// A sandbox whose 127.0.0.1:5900 is a recorder: it greets like a VNC
 /// server and appends, as hex, every byte a connection sends it to
@@ -128,7 +118,7 @@ fn update_request(incremental: u8, w: u16, h: u16) -> Vec<u8> {
 
 #[test]
 fn a_watchers_keys_pointer_and_clipboard_never_reach_the_vnc_server() {
-    let Some((_state, d)) = setup("desk-viewonly") else {
+    let Some((_state, d)) = on_socket("desk-viewonly") else {
         return;
     };
     recorder_sandbox(&d, "rec");
@@ -178,7 +168,7 @@ fn a_watchers_keys_pointer_and_clipboard_never_reach_the_vnc_server() {
 
 #[test]
 fn a_stream_the_daemon_cannot_parse_closes_the_session_before_it_reaches_the_server() {
-    let Some((_state, d)) = setup("desk-malformed") else {
+    let Some((_state, d)) = on_socket("desk-malformed") else {
         return;
     };
     recorder_sandbox(&d, "mal");
@@ -215,7 +205,7 @@ fn a_stream_the_daemon_cannot_parse_closes_the_session_before_it_reaches_the_ser
 
 #[test]
 fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
-    let Some((_state, d)) = setup("desk-scope") else {
+    let Some((_state, d)) = on_socket("desk-scope") else {
         return;
     };
     recorder_sandbox(&d, "sc");
@@ -282,7 +272,7 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
 
 #[test]
 fn revoking_the_token_closes_its_open_screen() {
-    let Some((_state, d)) = setup("desk-revoke") else {
+    let Some((_state, d)) = on_socket("desk-revoke") else {
         return;
     };
     recorder_sandbox(&d, "rv");
@@ -302,7 +292,7 @@ fn revoking_the_token_closes_its_open_screen() {
 
 #[test]
 fn a_sandbox_that_is_not_a_desktop_says_so() {
-    let Some((_state, d)) = setup("desk-none") else {
+    let Some((_state, d)) = on_socket("desk-none") else {
         return;
     };
     let (s, b) = call(
@@ -387,7 +377,7 @@ fn a_desktop_from_the_shipped_profile_is_watched_driven_and_debugged_only_throug
     if !on_host("xev") {
         return skip("the host lacks xev (x11-utils), which records the keys the desktop gets");
     }
-    let Some((state, d)) = setup("desk-real") else {
+    let Some((state, d)) = on_socket("desk-real") else {
         return;
     };
     let began = std::time::Instant::now();

@@ -9,19 +9,8 @@
 //! code inside a desktop can do once it kills its Chromium.
 
 use crate::common;
-use crate::common::daemon::{call, curl_available, json, Daemon};
+use crate::common::daemon::{call, json, on_socket, Daemon};
 use crate::common::rfb::{connect, runtime};
-use crate::common::*;
-
-fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), false);
-    Some((state, d))
-}
 
 /// Sandbox `name` whose 127.0.0.1:9222 answers `/json/version` with
 /// `{"Browser": ..., "webSocketDebuggerUrl": URL}` and `/json/list` with
@@ -111,7 +100,7 @@ const ATTACKS: &[&str] = &[
 
 #[test]
 fn a_debugger_url_the_sandbox_bends_out_of_its_devtools_route_is_refused_not_rewritten() {
-    let Some((_state, d)) = setup("cdp-bent") else {
+    let Some((_state, d)) = on_socket("cdp-bent") else {
         return;
     };
     fake_devtools(&d, "dk");
@@ -212,7 +201,7 @@ fn a_debugger_url_the_sandbox_bends_out_of_its_devtools_route_is_refused_not_rew
 
 #[test]
 fn the_daemons_devtools_route_opens_only_a_browser_or_page_endpoint() {
-    let Some((_state, d)) = setup("cdp-route") else {
+    let Some((_state, d)) = on_socket("cdp-route") else {
         return;
     };
     fake_devtools(&d, "dk");

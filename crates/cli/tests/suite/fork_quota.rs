@@ -3,17 +3,15 @@
 //! all (the quota of every copy is reserved before the first is made),
 //! and the events a token reads carry no host PID.
 
-use crate::common::daemon::{call_on, curl_available, json, quota_token, Daemon};
+use crate::common::daemon::{call_on, curl_available, json, over_tcp, quota_token, Daemon};
 use crate::common::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[test]
 fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("fork-quota");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("fork-quota") else {
+        return;
+    };
     let t = quota_token(state.path(), "forker", "2");
     let call = |method: &str, path: &str, body: Option<&str>| {
         call_on(&d, true, method, path, body, Some(&t))
@@ -73,11 +71,9 @@ fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment
 
 #[test]
 fn the_started_event_a_token_reads_carries_no_host_pid() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("fork-quota-pid");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("fork-quota-pid") else {
+        return;
+    };
     let t = quota_token(state.path(), "reader", "2");
     let (s, b) = call_on(
         &d,

@@ -162,12 +162,10 @@ fn a_fork_and_snapshots_of_a_file_with_forty_links_hold_it_once_with_its_links()
 
 #[test]
 fn a_tokens_snapshot_of_a_file_with_forty_links_is_charged_and_kept_as_one_file() {
-    use crate::common::daemon::{curl_available, json, worker, Daemon};
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("hl-token");
-    let d = Daemon::start(state.path(), true);
+    use crate::common::daemon::{json, over_tcp, worker};
+    let Some((state, d)) = over_tcp("hl-token") else {
+        return;
+    };
     let t = worker(&d, "linker");
     let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"tl"}"#));
     assert_eq!(s, 201, "{b}");

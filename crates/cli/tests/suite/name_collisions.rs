@@ -5,20 +5,7 @@
 //! while its writes sit in its layer) stays, so it still forks, stops and
 //! starts with its changes. Through the real daemon, two tokens.
 
-use crate::common::daemon::{api_token, call, curl_available, json, Daemon};
-use crate::common::*;
-
-fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), false);
-    Some((state, d))
-}
-
-const SCOPES: &[&str] = &["sandboxes:read", "sandboxes:write", "exec"];
+use crate::common::daemon::{api_token, call, json, on_socket, Daemon, WORKER_SCOPES};
 
 fn sh(d: &Daemon, t: &str, sb: &str, script: &str) -> String {
     let body = serde_json::json!({ "argv": ["sh", "-c", script] }).to_string();
@@ -48,11 +35,11 @@ fn only_taken(s: u16, b: &str, name: &str) {
 
 #[test]
 fn a_create_under_another_tokens_sandbox_name_is_refused_and_leaves_that_sandbox_whole() {
-    let Some((state, d)) = setup("names-create") else {
+    let Some((state, d)) = on_socket("names-create") else {
         return;
     };
-    let ta = api_token(&d, "ta", SCOPES, None);
-    let tb = api_token(&d, "tb", SCOPES, None);
+    let ta = api_token(&d, "ta", WORKER_SCOPES, None);
+    let tb = api_token(&d, "tb", WORKER_SCOPES, None);
     let (s, b) = call(
         &d,
         "POST",
@@ -105,11 +92,11 @@ fn a_create_under_another_tokens_sandbox_name_is_refused_and_leaves_that_sandbox
 #[test]
 fn a_copy_from_a_snapshot_under_another_tokens_sandbox_name_is_refused_and_leaves_that_sandbox_whole(
 ) {
-    let Some((state, d)) = setup("names-copy") else {
+    let Some((state, d)) = on_socket("names-copy") else {
         return;
     };
-    let ta = api_token(&d, "ta", SCOPES, None);
-    let tb = api_token(&d, "tb", SCOPES, None);
+    let ta = api_token(&d, "ta", WORKER_SCOPES, None);
+    let tb = api_token(&d, "tb", WORKER_SCOPES, None);
     for (t, name) in [(&ta, "victim2"), (&tb, "bsrc")] {
         let body = format!(r#"{{"name":"{name}"}}"#);
         let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), Some(t));
@@ -157,10 +144,10 @@ fn a_copy_from_a_snapshot_under_another_tokens_sandbox_name_is_refused_and_leave
 
 #[test]
 fn a_create_under_the_name_of_the_owners_sandbox_not_yet_started_leaves_it_startable() {
-    let Some((state, d)) = setup("names-owner") else {
+    let Some((state, d)) = on_socket("names-owner") else {
         return;
     };
-    let tb = api_token(&d, "tb", SCOPES, None);
+    let tb = api_token(&d, "tb", WORKER_SCOPES, None);
     let (s, b) = call(
         &d,
         "POST",

@@ -48,11 +48,9 @@ const MIB: u64 = 1 << 20;
 /// the sandbox's, not each command's), and counted as that command's.
 #[test]
 fn output_past_the_budget_is_dropped_counted_and_never_fills_the_hosts_disk() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("out-budget");
-    let d = Daemon::start(state.path(), false);
+    let Some((state, d)) = on_socket("out-budget") else {
+        return;
+    };
     let (s, b) = json_call(
         &d,
         "POST",

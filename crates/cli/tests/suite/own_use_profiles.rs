@@ -4,15 +4,12 @@
 //! profile, is refused and no sandbox is made.
 
 use crate::common::daemon::*;
-use crate::common::*;
 
 #[test]
 fn a_token_holder_cannot_name_the_daemons_own_setup_profile_through_the_native_api() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let dir = TempDir::new("own-use");
-    let d = Daemon::start(dir.path(), true);
+    let Some((dir, d)) = over_tcp("own-use") else {
+        return;
+    };
     let t = token(dir.path(), "writer", &["sandboxes:write", "exec"]);
     let setup = "code-interpreter-v1-setup";
     let attempts = [

@@ -4,7 +4,7 @@
 //! last; a token without `exec`, or for another sandbox, refused before
 //! the upgrade; a process whose client goes away does not stay behind.
 
-use crate::common::daemon::{self, curl_available, Daemon};
+use crate::common::daemon::{self, on_socket, Daemon};
 use crate::common::rfb::{connect, runtime, Ws};
 use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
@@ -54,12 +54,7 @@ async fn type_in(ws: &mut Ws, keys: &str) {
 }
 
 fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
-    if !curl_available() {
-        skip("curl is not installed");
-        return None;
-    }
-    let state = TempDir::new(tag);
-    let d = Daemon::start(state.path(), false);
+    let (state, d) = on_socket(tag)?;
     let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"p"}"#));
     assert_eq!(s, 201, "{b}");
     Some((state, d))

@@ -5,8 +5,8 @@
 //! files than the host gives one by default.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, e2b_calls_as, json, sandboxes_on_disk, Daemon,
-    WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, e2b_calls_as, json, over_tcp, sandboxes_on_disk,
+    Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 use std::path::Path;
@@ -157,11 +157,9 @@ fn stop_and_start_cycles_do_not_grow_a_tokens_volume_past_its_disk_quota() {
 /// `above_default` at the field's pointer, and nothing is made.
 #[test]
 fn a_tokens_create_asking_more_processes_or_open_files_than_the_default_is_refused() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("r12-pids");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("r12-pids") else {
+        return;
+    };
     let token = api_token(&d, "pids", WORKER_SCOPES, None);
     let t = |body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&token));
     for (body, pointer) in [

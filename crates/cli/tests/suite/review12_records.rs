@@ -314,11 +314,9 @@ fn a_flood_of_refused_envd_keys_and_foreign_mcp_sessions_leaves_a_bounded_number
 
 #[test]
 fn a_taken_name_is_one_api_worded_conflict_whoever_holds_it() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("r12-names");
-    let d = Daemon::start(state.path(), true);
+    let Some((state, d)) = over_tcp("r12-names") else {
+        return;
+    };
     let a = token(
         state.path(),
         "a",

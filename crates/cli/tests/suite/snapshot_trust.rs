@@ -7,7 +7,8 @@
 //! socket, a tree deeper than PATH_MAX) is answered, never with a 500.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, slow_to_copy, worker, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, over_tcp, slow_to_copy, worker, Daemon,
+    WORKER_SCOPES,
 };
 use crate::common::*;
 
@@ -142,11 +143,9 @@ fn find_saved(state: &std::path::Path, name: &str, space: &str) -> std::path::Pa
 /// and used by its own owner only.
 #[test]
 fn a_snapshot_name_is_per_owner_and_another_owners_is_neither_told_nor_in_the_way() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("snap-names");
-    let d = Daemon::start(state.path(), true);
+    let Some((_state, d)) = over_tcp("snap-names") else {
+        return;
+    };
     let a = api_token(&d, "a", WORKER_SCOPES, None);
     let b = api_token(&d, "b", WORKER_SCOPES, None);
     for (tok, sb, word) in [(&a, "sa", "from-a"), (&b, "sb", "from-b")] {
@@ -316,11 +315,9 @@ fn walk_names(dir: &std::path::Path) -> Vec<String> {
 /// verified and copied whole.
 #[test]
 fn a_fifo_a_socket_or_a_deep_tree_in_the_layer_is_answered_and_never_a_500() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("snap-odd");
-    let d = Daemon::start(state.path(), true);
+    let Some((_state, d)) = over_tcp("snap-odd") else {
+        return;
+    };
     let t = worker(&d, "o");
     let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"odd"}"#));
     assert_eq!(s, 201, "{b}");
