@@ -11,7 +11,7 @@
 
 use crate::common;
 use crate::common::daemon::{mcp_raw, token, Daemon};
-use crate::common::mcp::{call, good, refused, runtime, stdio_client, text, Client};
+use crate::common::mcp::{call, good, refused, runtime, session_of, stdio_client, text, Client};
 use crate::common::*;
 use rmcp::model::ReadResourceRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -549,14 +549,7 @@ fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
         // Ending a session is answered 204 (a 202 is logged as a failure
         // by the official clients).
         let head = raw_head(&addr, &full, "initialize", None);
-        let sid = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("mcp-session-id")
-                    .then(|| v.trim().to_string())
-            })
-            .unwrap_or_else(|| panic!("no session id: {head}"));
+        let sid = session_of(&head);
         let ended = raw_head(&addr, &full, "DELETE", Some(&sid));
         assert!(ended.starts_with("HTTP/1.1 204 "), "{ended}");
 

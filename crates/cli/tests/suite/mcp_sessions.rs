@@ -6,6 +6,7 @@
 //! daemon over TCP.
 
 use crate::common::daemon::*;
+use crate::common::mcp::session_of;
 use crate::common::*;
 use std::time::Duration;
 
@@ -26,17 +27,6 @@ fn raw(addr: &str, method: &str, token: &str, sid: Option<&str>, body: &str) -> 
         |got| got.len() > 64 * 1024,
     );
     (status_of(&text), text)
-}
-
-/// The session ID an `initialize` was answered with.
-fn session_of(head: &str) -> String {
-    head.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no session id: {head}"))
 }
 
 fn body_of(answer: &str) -> &str {

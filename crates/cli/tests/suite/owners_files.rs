@@ -25,6 +25,7 @@
 //! goes through the same `holds_configuration`).
 
 use crate::common::daemon::*;
+use crate::common::mcp::CurlSession;
 use crate::common::owner::OwnerHost;
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -316,46 +317,9 @@ fn the_model_behind_mcp_gets_no_workspace_over_the_owners_files() {
         "model",
         &["sandboxes:write", "sandboxes:read", "exec", "mcp"],
     );
-    let headers = host.dir.path().join("mcp-headers");
-    let mcp = |session: Option<&str>, body: &str| -> (String, String) {
-        let mut cmd = std::process::Command::new("curl");
-        cmd.args(["-sS", "--max-time", "60", "-D"])
-            .arg(&headers)
-            .args(["-H", &format!("authorization: Bearer {t}")])
-            .args(["-H", "content-type: application/json"])
-            .args(["-H", "accept: application/json, text/event-stream"]);
-        if let Some(s) = session {
-            cmd.args(["-H", &format!("mcp-session-id: {s}")]);
-        }
-        let out = cmd
-            .args(["--data-binary", body])
-            .arg(format!("http://{}/mcp", d.tcp.as_ref().unwrap()))
-            .output()
-            .unwrap();
-        let h = std::fs::read_to_string(&headers).unwrap_or_default();
-        (h, String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let (h, b) = mcp(
-        None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}"#,
-    );
-    let session = h
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no MCP session: {h}\n{b}"));
-    mcp(
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    let create = |ws: &Path| {
-        let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "create_sandbox", "arguments": {"workspace": ws}}});
-        mcp(Some(&session), &call.to_string()).1
-    };
+    let model = CurlSession::open(&d, Some(&t), host.dir.path().join("mcp-headers"));
+    let create =
+        |ws: &Path| model.call_tool("create_sandbox", serde_json::json!({"workspace": ws}));
     let b = create(&proj);
     assert!(b.contains("isError") && b.contains("true"), "{b}");
     assert!(b.contains("forbidden"), "{b}");

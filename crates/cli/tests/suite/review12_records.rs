@@ -7,6 +7,7 @@
 //! it. The real daemon over TCP, its real log read back.
 
 use crate::common::daemon::*;
+use crate::common::mcp::session_of;
 use crate::common::*;
 use std::path::PathBuf;
 use std::process::Command;
@@ -59,17 +60,6 @@ fn mcp(addr: &str, token: &str, sid: Option<&str>, body: &str) -> (u16, String) 
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-
-/// The session ID an `initialize` was answered with.
-fn session_of(head: &str) -> String {
-    head.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no session id: {head}"))
-}
 
 /// A daemon with its E2B door; tokens A (which made a sandbox through the
 /// door) and B; the sandbox's id.

@@ -5,6 +5,7 @@
 //! program never ran and that no sandbox was made.
 
 use crate::common::daemon::*;
+use crate::common::mcp::CurlSession;
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -571,50 +572,13 @@ fn the_model_behind_mcp_names_no_file_even_on_the_owners_socket() {
     }
     let host = Host::new("trust-mcp");
     let d = host.daemon(&[], false);
-    let mcp = |session: Option<&str>, body: &str| -> (String, String) {
-        let headers = host.dir.path().join("mcp-headers");
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "60", "-D"])
-            .arg(&headers)
-            .arg("--unix-socket")
-            .arg(&d.socket)
-            .args(["-H", "content-type: application/json"])
-            .args(["-H", "accept: application/json, text/event-stream"]);
-        if let Some(s) = session {
-            cmd.args(["-H", &format!("mcp-session-id: {s}")]);
-        }
-        let out = cmd
-            .args(["--data-binary", body, "http://warden/mcp"])
-            .output()
-            .unwrap();
-        let h = std::fs::read_to_string(&headers).unwrap_or_default();
-        (h, String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let (h, b) = mcp(
-        None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}"#,
-    );
-    let session = h
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no MCP session: {h}\n{b}"));
-    mcp(
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
+    let model = CurlSession::open(&d, None, host.dir.path().join("mcp-headers"));
     for profile in [
         host.evil(),
         "evil.yaml".to_string(),
         "../cwd/evil".to_string(),
     ] {
-        let call = format!(
-            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"create_sandbox","arguments":{{"profile":"{profile}"}}}}}}"#
-        );
-        let (_, b) = mcp(Some(&session), &call);
+        let b = model.call_tool("create_sandbox", serde_json::json!({ "profile": profile }));
         assert!(
             b.contains("isError") && b.contains("true"),
             "{profile}: {b}"
