@@ -440,6 +440,20 @@ pub fn supervisor_pid(state: &Path, name: &str) -> i32 {
     rec["pid"].as_i64().unwrap() as i32
 }
 
+/// A named sandbox's cgroup directories, from its supervisor's record.
+pub fn sandbox_cgroups(state: &Path, name: &str) -> Vec<PathBuf> {
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
+    )
+    .unwrap();
+    rec["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect()
+}
+
 /// Whether process `pid` exists.
 pub fn alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks for the process.

@@ -105,15 +105,7 @@ fn a_sandbox_is_made_used_and_removed_through_the_api() {
     assert!(
         json(&b)["ttl_deadline_ms"].as_u64().unwrap() > info["ttl_deadline_ms"].as_u64().unwrap()
     );
-    let cg: Vec<PathBuf> = serde_json::from_slice::<serde_json::Value>(
-        &std::fs::read(sandbox_dir(state.path(), "life").join("supervisor.json")).unwrap(),
-    )
-    .unwrap()["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| PathBuf::from(p.as_str().unwrap()))
-        .collect();
+    let cg = sandbox_cgroups(state.path(), "life");
     let (s, b) = call(&d, "POST", "/v1/sandboxes/life/stop", None, None);
     assert_eq!(s, 200, "{b}");
     assert_eq!(json(&b)["state"], "stopped");

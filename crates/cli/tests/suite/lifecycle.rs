@@ -7,22 +7,9 @@ use crate::common::*;
 use std::io::BufRead;
 
 mod stop_wait;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn cgroups(state: &Path, name: &str) -> Vec<PathBuf> {
-    let rec: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
-    )
-    .unwrap();
-    rec["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| PathBuf::from(p.as_str().unwrap()))
-        .collect()
-}
 
 /// Stops the sandbox even when the test fails half-way.
 struct Stopper<'a>(&'a Path, &'a str);
@@ -256,7 +243,7 @@ fn a_killed_supervisor_takes_its_sandbox_with_it_and_is_found_dead() {
     let victims = pids_with_marker(&marker);
     assert_eq!(victims.len(), 1);
     let sup = supervisor_pid(state.path(), "kl");
-    let groups = cgroups(state.path(), "kl");
+    let groups = sandbox_cgroups(state.path(), "kl");
     // SAFETY: SIGKILL to the supervisor this test started.
     unsafe { libc::kill(sup, libc::SIGKILL) };
     wait_until(

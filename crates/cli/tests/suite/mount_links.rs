@@ -9,16 +9,7 @@
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn warden_in(state: &Path, args: &[&str]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use std::process::{Command, Stdio};
 
 /// A host directory anyone may write to, where a followed link would land.
 fn planted_target(tag: &str) -> TempDir {
@@ -41,11 +32,11 @@ fn a_link_planted_in_a_kept_home_never_makes_a_cache_mount_point_on_the_host() {
     let state = TempDir::new("links-home-state");
     let ws = TempDir::new("links-home-ws");
     let target = planted_target("links-home-target");
-    ok(&warden_in(
+    ok(&warden(
         state.path(),
         &["create", "lk", "-w", ws.str(), "--cache", "pip"],
     ));
-    ok(&warden_in(
+    ok(&warden(
         state.path(),
         &[
             "exec",
@@ -57,10 +48,10 @@ fn a_link_planted_in_a_kept_home_never_makes_a_cache_mount_point_on_the_host() {
             &plant_in_home(target.path()),
         ],
     ));
-    ok(&warden_in(state.path(), &["stop", "lk"]));
+    ok(&warden(state.path(), &["stop", "lk"]));
     // The next start mounts the pip cache at ~/.cache/pip: through the
     // link it would be <target>/pip on the host.
-    let again = warden_in(state.path(), &["exec", "lk", "--no-tty", "--", "true"]);
+    let again = warden(state.path(), &["exec", "lk", "--no-tty", "--", "true"]);
     assert!(
         !target.path().join("pip").exists(),
         "the start created a directory on the host through the planted link"
@@ -74,7 +65,7 @@ fn a_link_planted_in_a_kept_home_never_makes_a_cache_mount_point_on_the_host() {
         "{}",
         stderr(&again)
     );
-    let _ = warden_in(state.path(), &["rm", "-f", "lk"]);
+    let _ = warden(state.path(), &["rm", "-f", "lk"]);
 }
 
 #[test]

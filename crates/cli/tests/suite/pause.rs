@@ -25,20 +25,6 @@ impl Drop for Stopper<'_> {
 /// A busy loop that writes how far it counted into the workspace.
 const COUNTER: &str = "import os\ni = 0\nwhile True:\n    i += 1\n    if i % 20000 == 0:\n        with open('/workspace/count.tmp', 'w') as f: f.write(str(i))\n        os.replace('/workspace/count.tmp', '/workspace/count')\n";
 
-/// The sandbox's cgroup directories, from its supervisor's record.
-fn cgroups(state: &Path, name: &str) -> Vec<PathBuf> {
-    let rec: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
-    )
-    .unwrap();
-    rec["cgroups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| PathBuf::from(p.as_str().unwrap()))
-        .collect()
-}
-
 /// CPU time the whole sandbox used (µs), from its cgroup: v2's
 /// `cpu.stat`, or v1's `cpuacct.usage`.
 fn cgroup_cpu_usec(dirs: &[PathBuf]) -> Option<u64> {
@@ -106,7 +92,7 @@ fn pause_stops_a_busy_loop_and_resume_continues_its_count() {
     wait_until("the counter to count", Duration::from_secs(20), || {
         count(s, "busy") > 0
     });
-    let dirs = cgroups(s, "busy");
+    let dirs = sandbox_cgroups(s, "busy");
     let Some(_) = cgroup_cpu_usec(&dirs) else {
         return skip("the sandbox's cgroup has no CPU counter here");
     };
@@ -429,7 +415,7 @@ fn a_rootless_sandbox_pauses_with_a_delegated_freezer_and_is_told_why_not_withou
     let stop_held = || {
         let _ = run(&["stop", "--time", "1s", "held"]);
     };
-    let dirs = cgroups(state.path(), "held");
+    let dirs = sandbox_cgroups(state.path(), "held");
     let freezer = dirs
         .iter()
         .find(|d| d.join("freezer.state").exists())

@@ -6,7 +6,6 @@
 //! quiet window, and its sandbox with it; and other commands on a stuck
 //! supervisor say so within the hello's wait instead of hanging.
 
-use super::cgroups;
 use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -135,7 +134,7 @@ fn a_stuck_supervisor_is_reported_and_killed_within_the_grace_and_the_quiet_wind
         &["exec", "st", "--", "sh", "-c", "echo kept > \"$HOME/note\""],
     ));
     let pid = supervisor_pid(state.path(), "st");
-    let groups = cgroups(state.path(), "st");
+    let groups = sandbox_cgroups(state.path(), "st");
     assert!(!groups.is_empty());
     // Stuck: it takes no request and does nothing more.
     signal(pid, libc::SIGSTOP);
