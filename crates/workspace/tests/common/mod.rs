@@ -22,6 +22,19 @@ pub fn unique(tag: &str) -> String {
     )
 }
 
+/// The rules of the flags the review put on the change at `path` (the
+/// test fails when there is none).
+pub fn rules<'a>(changes: &'a [warden_workspace::Change], path: &str) -> Vec<&'a str> {
+    changes
+        .iter()
+        .find(|c| c.path == Path::new(path))
+        .unwrap_or_else(|| panic!("no change for {path}: {changes:#?}"))
+        .flags
+        .iter()
+        .map(|f| f.rule)
+        .collect()
+}
+
 /// A fresh directory (mode 0755), removed on drop.
 pub struct TempDir(pub PathBuf);
 

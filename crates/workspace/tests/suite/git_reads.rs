@@ -8,7 +8,7 @@
 //! filters, textconv, ssh, a pager) would leave a marker file on the host
 //! if anything ran them.
 
-use crate::common::TempDir;
+use crate::common::{rules, TempDir};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -106,17 +106,6 @@ fn said(changes: &[Change]) -> String {
                 .iter()
                 .map(|f| format!("{}: {}\n", f.rule, f.reason))
         })
-        .collect()
-}
-
-fn rules<'a>(changes: &'a [Change], path: &str) -> Vec<&'a str> {
-    changes
-        .iter()
-        .find(|c| c.path == Path::new(path))
-        .unwrap_or_else(|| panic!("no change for {path}: {changes:#?}"))
-        .flags
-        .iter()
-        .map(|f| f.rule)
         .collect()
 }
 

@@ -3,7 +3,7 @@
 //! host will do with it once committed.
 
 use crate::common;
-use crate::common::{skip, TempDir};
+use crate::common::{rules, skip, TempDir};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -72,17 +72,6 @@ impl Ws {
     fn diff(&self) -> Vec<Change> {
         self.sb.diff(&DiffOptions::default()).expect("diff")
     }
-}
-
-fn rules<'a>(changes: &'a [Change], path: &str) -> Vec<&'a str> {
-    changes
-        .iter()
-        .find(|c| c.path == Path::new(path))
-        .unwrap_or_else(|| panic!("no change for {path}: {changes:#?}"))
-        .flags
-        .iter()
-        .map(|f| f.rule)
-        .collect()
 }
 
 fn git_ok(dir: &Path, args: &[&str]) -> Option<String> {
