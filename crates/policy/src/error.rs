@@ -139,6 +139,20 @@ pub enum Problem {
         isolation: &'static str,
         why: &'static str,
     },
+    /// A cache's writes would reach the profile's shared cache directly
+    /// through runsc's file server, past the disk budget the process
+    /// backend holds them to: refused, never dropped.
+    #[error("cannot be used with `isolation gvisor` yet: runsc's file server would write a cache's files straight into the shared cache on the host, past the sandbox's disk budget (`resources.disk`); leave the caches out, or use `isolation process`")]
+    CachesWithGvisor,
+    /// As for caches: a volume's writes would reach the host's directory
+    /// past the disk budget.
+    #[error("cannot be used with `isolation gvisor` yet: runsc's file server would bind the host's directory without the disk budget (`resources.disk`) the process backend holds a volume's writes to; leave the volumes out, or use `isolation process`")]
+    VolumesWithGvisor,
+    /// Rootless, nothing holds what runsc writes into a kept workspace
+    /// layer or home within the disk budget: the budget's tmpfs lives in
+    /// a mount namespace only root makes.
+    #[error("gvisor keeps a named sandbox's workspace layer or home only when warden runs as root here: rootless, nothing holds what runsc writes there within the sandbox's disk budget (`resources.disk`, half its memory unless given); run warden as root, or use `isolation process`")]
+    GvisorKeptLayerRootless,
 }
 
 impl Problem {
@@ -201,6 +215,9 @@ impl Problem {
             Problem::BadVolume { .. } => "bad_volume",
             Problem::BadExecRule { .. } => "bad_exec_rule",
             Problem::ExecRulesNeedProcess { .. } => "exec_rules_need_process",
+            Problem::CachesWithGvisor => "caches_with_gvisor",
+            Problem::VolumesWithGvisor => "volumes_with_gvisor",
+            Problem::GvisorKeptLayerRootless => "gvisor_kept_layer_rootless",
         }
     }
 

@@ -527,6 +527,7 @@ fn resolve_inner(
             Some(_) => vec!["sh".to_string()],
             None => Vec::new(),
         },
+        rootless: !warden_jail::host::is_root(),
         ..Placement::default()
     };
     placement.workspace =

@@ -123,3 +123,137 @@ fn the_command_line_refuses_the_same_value_in_its_own_words() {
     assert!(!said.contains("/resources/memory"), "{said}");
     assert!(!said.contains("resources.memory"), "{said}");
 }
+
+/// `(status, code, reason, field)` of a create refused with `body`, with
+/// no sandbox made for it.
+fn refused_create(d: &Daemon, body: &str) -> (u16, String, String, String) {
+    let (s, text) = call(d, "POST", "/v1/sandboxes", Some(body), None);
+    let p = json(&text);
+    let message = p["message"].as_str().unwrap_or_default();
+    assert!(!message.contains(" --"), "{body}: names a flag: {message}");
+    assert!(
+        sandboxes(d).is_empty(),
+        "{body}: a refused body made a sandbox"
+    );
+    let text_of = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+    (s, text_of("code"), text_of("reason"), text_of("field"))
+}
+
+#[test]
+fn what_gvisor_cannot_hold_within_the_disk_budget_is_refused_with_its_own_code_at_its_field() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("reasons-gvisor");
+    let d = Daemon::start(state.path(), false);
+    // Before, both were made and their start answered 422 `refused` with
+    // neither a reason nor a field; now nothing is made.
+    for (start, body) in [
+        (
+            false,
+            r#"{"name":"gc","spec":{"isolation":"gvisor","filesystem":{"caches":["pip"]}}}"#,
+        ),
+        (
+            true,
+            r#"{"name":"gc","spec":{"isolation":"gvisor","filesystem":{"caches":["pip"]}}}"#,
+        ),
+    ] {
+        let body = body.replace("\"spec\"", &format!("\"start\":{start},\"spec\""));
+        assert_eq!(
+            refused_create(&d, &body),
+            (
+                422,
+                "invalid_spec".into(),
+                "caches_with_gvisor".into(),
+                "/spec/filesystem/caches/0".into()
+            ),
+            "{body}"
+        );
+    }
+    let data = TempDir::new("reasons-gvisor-volume");
+    let body = format!(
+        r#"{{"name":"gv","start":false,"spec":{{"isolation":"gvisor","filesystem":{{"volumes":["{}:/mnt/data"]}}}}}}"#,
+        data.str()
+    );
+    assert_eq!(
+        refused_create(&d, &body),
+        (
+            422,
+            "invalid_spec".into(),
+            "volumes_with_gvisor".into(),
+            "/spec/filesystem/volumes/0".into()
+        )
+    );
+    // The command line: the same refusal, named by its flags.
+    let out = warden(
+        state.path(),
+        &["create", "gc", "--isolation", "gvisor", "--cache", "pip"],
+    );
+    assert_ne!(code(&out), 0);
+    let said = stderr(&out);
+    assert!(
+        said.contains("--cache cannot be used with `--isolation gvisor`"),
+        "{said}"
+    );
+    assert!(!said.contains("/filesystem/caches"), "{said}");
+}
+
+#[test]
+fn a_rootless_daemon_refuses_a_gvisor_sandbox_it_could_not_keep_within_its_budget_at_the_isolation()
+{
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !is_root() {
+        return skip("not root: the daemon cannot be started as another user");
+    }
+    let Some(who) = Unprivileged::get() else {
+        return skip("no unprivileged user to run the daemon as");
+    };
+    let as_who = [
+        "setpriv".to_string(),
+        format!("--reuid={}", who.uid),
+        format!("--regid={}", who.gid),
+        "--clear-groups".to_string(),
+    ];
+    let reaches = std::process::Command::new(&as_who[0])
+        .args(&as_who[1..])
+        .args(["test", "-x"])
+        .arg(warden_bin())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !reaches {
+        return skip("setpriv is missing, or the unprivileged user cannot run the warden binary");
+    }
+    let state = TempDir::new("reasons-rootless");
+    who.own(state.path());
+    let launcher: Vec<&str> = as_who.iter().map(String::as_str).collect();
+    let d = Daemon::start_under(&launcher, state.path(), false, &[]);
+    // A named sandbox keeps its home (and an overlay its layer): before,
+    // it was made and its start answered 422 `refused` with neither a
+    // reason nor a field.
+    for body in [
+        r#"{"name":"gr","start":false,"spec":{"isolation":"gvisor"}}"#,
+        r#"{"name":"gr","spec":{"isolation":"gvisor"}}"#,
+    ] {
+        assert_eq!(
+            refused_create(&d, body),
+            (
+                422,
+                "invalid_spec".into(),
+                "gvisor_kept_layer_rootless".into(),
+                "/spec/isolation".into()
+            ),
+            "{body}"
+        );
+    }
+    // The process backend keeps them rootless within its budget.
+    let (s, text) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"gp","start":false,"spec":{"isolation":"process"}}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{text}");
+}

@@ -12,6 +12,7 @@
 
 mod env;
 mod files;
+mod gvisor;
 mod limits;
 mod network;
 mod process;
@@ -60,6 +61,10 @@ pub struct Placement {
     /// Names the owner answered "always" for this project before (`--ask`),
     /// allowed as the owner's own entries after the layer's.
     pub granted_domains: Vec<String>,
+    /// Whether warden runs without root here: what a backend can keep on
+    /// the host within a disk budget depends on it (`gvisor`'s budget is
+    /// a tmpfs of a mount namespace only root makes).
+    pub rootless: bool,
 }
 
 /// How the state store keeps a sandbox's workspace.
@@ -176,6 +181,13 @@ impl Layer {
         let overlay = overlay_dirs.filter(|_| overlay);
         let keeps = keeps_something(overlay.is_some(), &home_spec, &caches, &volumes);
         let disk = self.disk(keeps, limits.memory.value, placement)?;
+        gvisor::check(
+            isolation,
+            placement.rootless,
+            overlay.is_some() || matches!(home_spec, Home::Dir(_)),
+            &caches,
+            &volumes,
+        )?;
         let runs_on_host = files::runs_on_host(self)?;
         if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
             return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
