@@ -81,6 +81,8 @@ pub enum ServeError {
     Reconcile(String),
     #[error("{0}")]
     Volume(String),
+    #[error(transparent)]
+    Roots(#[from] warden_runtime::daemon_roots::RootsError),
 }
 
 /// Where and how the daemon serves.
@@ -259,6 +261,31 @@ pub async fn bind(
                 source,
             }
         })?;
+    }
+    // The directories this daemon lets tokens write are recorded too,
+    // before anything is served: the owner's command line holds a
+    // secret's program to the rule this daemon does, with these roots
+    // (`warden_runtime::daemon_roots`).
+    {
+        use warden_runtime::daemon_roots::{record, Root, RootKind};
+        let mut roots: Vec<Root> = app
+            .workspace_roots
+            .iter()
+            .map(|p| Root {
+                kind: RootKind::WorkspaceRoot,
+                path: p.clone(),
+            })
+            .collect();
+        roots.extend(
+            app.e2b_volumes
+                .values()
+                .filter(|v| v.writable)
+                .map(|v| Root {
+                    kind: RootKind::Volume,
+                    path: std::fs::canonicalize(&v.path).unwrap_or_else(|_| v.path.clone()),
+                }),
+        );
+        record(&cfg.state_dir, &roots)?;
     }
     let tcp = match cfg.listen {
         None => None,

@@ -13,9 +13,11 @@ use crate::error::ApiError;
 
 /// Whether the secret programs of `sb`'s spec may run on this host: none
 /// of them (their links, `#!` interpreters, or the paths their arguments
-/// name) lies under a workspace root, a writable E2B volume or the
-/// state, where a token's committed changes could rewrite what runs as
-/// the daemon's owner (`warden_runtime::secret_programs`). Checked before every start, for
+/// name) lies under a workspace root, a writable E2B volume, the state,
+/// or a root any daemon of this state directory recorded
+/// (`warden_runtime::daemon_roots`), where a token's committed changes
+/// could rewrite what runs as the daemon's owner
+/// (`warden_runtime::secret_programs`). Checked before every start, for
 /// every caller: the owner's own sandbox would run the token's program
 /// as well. The owner reads which program and where in the daemon's log;
 /// the caller, that the profile's secret program lies where tokens may
@@ -42,6 +44,20 @@ pub(crate) fn allowed(
             .map(|v| std::fs::canonicalize(&v.path).unwrap_or_else(|_| v.path.clone())),
     );
     writable.push(std::fs::canonicalize(&app.state_dir).unwrap_or_else(|_| app.state_dir.clone()));
+    // And the roots every daemon of this state directory recorded: an
+    // earlier start's roots may hold its tokens' files
+    // (`warden_runtime::daemon_roots`). A record that cannot be read
+    // runs no secret program.
+    match warden_runtime::daemon_roots::writable(&app.state_dir) {
+        Ok(recorded) => writable.extend(recorded.into_iter().map(|r| r.path)),
+        Err(e) => {
+            tracing::warn!(sandbox = sb.name(), "not started: {e}");
+            return Err(ApiError::internal(format!(
+                "sandbox {}: the record of the directories tokens may write cannot be read; the daemon's owner sees why in its log",
+                sb.name()
+            )));
+        }
+    }
     let Err(refusal) = check(&egress.secrets, &writable) else {
         return Ok(());
     };

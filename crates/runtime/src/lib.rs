@@ -22,6 +22,7 @@ mod ask_programs;
 pub mod backend;
 mod budget;
 pub mod client;
+pub mod daemon_roots;
 pub mod desktop;
 pub mod events;
 pub mod grants;

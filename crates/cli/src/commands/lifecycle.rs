@@ -162,6 +162,13 @@ fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::
     // A token's sandbox runs again only with what the owner grants a
     // token now, whichever door starts it.
     granted::may_run_again(state, sb)?;
+    // Its secret programs run as the owner: never one a daemon's token
+    // could have written (the spec kept says no more where the profile
+    // set them).
+    if let Some(spec) = state::stored_spec(sb.dir()) {
+        resolution::check_secret_programs(&spec, state, |_| None)
+            .with_context(|| format!("sandbox {}: refused", sb.name()))?;
+    }
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
     // A detached supervisor's stderr is its log: what the sandbox runs
     // without is said here, by whoever started it. A refusal with a

@@ -221,3 +221,57 @@ pub fn open_sinks(
     }
     Ok(sinks)
 }
+
+/// Before a secret's program runs from this process (`warden run`, a
+/// start): the rule the daemon applies, with the directories every
+/// daemon of this state directory recorded as ones tokens may write
+/// (`warden_runtime::daemon_roots`). `place`: where the profile sets each
+/// secret, when the command line has the profile at hand.
+pub fn check_secret_programs(
+    spec: &warden_policy::SandboxSpec,
+    state: &std::path::Path,
+    place: impl FnOnce(&str) -> Option<String>,
+) -> anyhow::Result<()> {
+    use warden_runtime::daemon_roots::{check_spec, RootsError};
+    match check_spec(spec, state) {
+        Ok(()) => Ok(()),
+        Err(RootsError::Writable { refusal, root }) => {
+            let at = place(&refusal.secret)
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default();
+            anyhow::bail!(
+                "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}",
+                refusal.secret,
+                refusal.code(),
+                refusal.what,
+                refusal.path.display(),
+                root.path.display(),
+                root.kind.describe(),
+                state.join(warden_runtime::daemon_roots::DAEMON_ROOTS).display(),
+            )
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where the profile of a command line sets secret `name`
+/// (`FILE:LINE:COL`), composed again for a refusal's message.
+pub fn secret_place(args: RunArgs, name: &str) -> Option<String> {
+    use warden_policy::compose::Slot;
+    let input = input(args).ok()?;
+    let catalog = catalog();
+    let source = match input.profile? {
+        ProfileSource::Named(n) => catalog.profile_for(&n, Trust::Owner).ok()?,
+        ProfileSource::Inline { .. } => return None,
+    };
+    let composed = warden_policy::compose::compose_source(&catalog, Some(source), &input.flags)
+        .ok()?
+        .into_valid()
+        .ok()?;
+    let Some(Slot::Map(items)) = composed.merged.slots.get(&Field::Secret) else {
+        return None;
+    };
+    let (_, set) = items.iter().find(|(k, _)| k == name)?;
+    let (file, pos) = set.origin.place()?;
+    Some(format!("{file}:{pos}"))
+}

@@ -52,7 +52,21 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         return super::lifecycle::run_detached(args, defaults);
     }
     let id = sandbox_id();
+    let again = args.clone();
     let mut resolved = resolve(args, defaults, None, &id)?;
+    if let Ok(state) = super::state_dir() {
+        // A secret's program runs as the owner in this process: never
+        // one a daemon's token could have written.
+        let checked = super::resolution::check_secret_programs(&resolved.spec, &state, |name| {
+            super::resolution::secret_place(again, name)
+        });
+        if let Err(e) = checked {
+            if let Some((store, sb)) = resolved.kept.take() {
+                let _ = store.remove(sb.name());
+            }
+            return Err(e);
+        }
+    }
     if let Some(file) = &learn_file {
         let learning = matches!(
             &resolved.spec.network,

@@ -1,0 +1,266 @@
+//! The owner's own command line never runs, as a secret's program, a file
+//! a daemon's token could write (outside review 21, finding 6).
+//!
+//! A daemon checks a secret's program against its workspace roots, its
+//! writable volumes and its state before every start
+//! (`secret_program_writable`). Before: the owner's `warden run --profile
+//! P` and `warden start`, reading the same profiles, knew none of those
+//! roots: a program a token's sandbox had committed under a workspace
+//! root ran as the owner when the owner's profile named it. Now: each
+//! daemon records its roots in the state directory when it starts, and
+//! the command line applies the same rule with every recorded root, the
+//! record of a daemon no longer running included; the refusal names the
+//! profile's `secrets.NAME`, where the profile says it, and the recorded
+//! root the program lies under. No marker appears.
+
+use crate::common::daemon::*;
+use crate::common::*;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+struct Host {
+    dir: TempDir,
+    config: PathBuf,
+    root: PathBuf,
+    marker: PathBuf,
+}
+
+impl Host {
+    fn new(tag: &str) -> Host {
+        let dir = TempDir::new(tag);
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let root = dir.path().join("wsroot");
+        std::fs::create_dir_all(root.join("proj")).unwrap();
+        let root = root.canonicalize().unwrap();
+        let marker = dir.path().join("ran-on-host");
+        Host {
+            dir,
+            config,
+            root,
+            marker,
+        }
+    }
+
+    fn profile_file(&self, name: &str) -> PathBuf {
+        self.config.join(format!("warden/profiles/{name}.yaml"))
+    }
+
+    /// The owner's profile `name`: one secret, `API_TOKEN`, from `argv`.
+    fn profile(&self, name: &str, argv: &[&str]) {
+        let list = argv
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        std::fs::write(
+            self.profile_file(name),
+            format!(
+                "egress:\n  domains: [example.com]\nsecrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    fn daemon(&self) -> Daemon {
+        let p = self.dir.path();
+        Daemon::start_in(
+            None,
+            p,
+            true,
+            &["--workspace-root", self.root.to_str().unwrap()],
+            &[
+                ("XDG_CONFIG_HOME", self.config.as_path()),
+                ("HOME", &p.join("home")),
+            ],
+        )
+    }
+
+    /// `warden ARGS` as the owner, with the daemon's state and catalogue.
+    fn owner(&self, args: &[&str]) -> Output {
+        let p = self.dir.path();
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", p.join("warden"))
+            .env("XDG_CONFIG_HOME", &self.config)
+            .env("HOME", p.join("home"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn marker_appeared(&self) -> bool {
+        std::thread::sleep(Duration::from_millis(300));
+        self.marker.exists()
+    }
+}
+
+/// A token's sandbox over `proj` (under the daemon's workspace root)
+/// writes two programs that touch the marker: `get.sh`, a plain file the
+/// token commits itself (nothing the review flags), and an executable
+/// `prog.sh`, which the review flags and the owner accepts, as an
+/// owner does an agent's edit of a project's tool. The files the owner's
+/// profiles are then made to name.
+fn token_writes_programs(host: &Host, d: &Daemon) -> (PathBuf, PathBuf) {
+    let proj = host.root.join("proj");
+    let t = token(
+        host.dir.path(),
+        "agent",
+        &["sandboxes:write", "sandboxes:read", "exec"],
+    );
+    let body = serde_json::json!({"name": "w1", "workspace": proj, "start": true}).to_string();
+    let (s, b) = json_as(d, &t, "POST", "/v1/sandboxes", &body);
+    assert_eq!(s, 201, "{b}");
+    let text = format!(
+        "#!/bin/sh\\ntouch {}\\necho tok-abc\\n",
+        host.marker.display()
+    );
+    let script = format!(
+        "printf '{text}' > /workspace/get.sh && printf '{text}' > /workspace/prog.sh && chmod 755 /workspace/prog.sh"
+    );
+    let body = serde_json::json!({ "shell": script }).to_string();
+    let (s, r) = json_as(d, &t, "POST", "/v1/sandboxes/w1/exec", &body);
+    assert_eq!((s, &r["exit_status"]), (200, &serde_json::json!(0)), "{r}");
+    json_as(d, &t, "POST", "/v1/sandboxes/w1/stop", "");
+    // A commit lands what the review showed.
+    let (s, r) = json_as(d, &t, "GET", "/v1/sandboxes/w1/changes", "");
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = json_as(
+        d,
+        &t,
+        "POST",
+        "/v1/sandboxes/w1/commit",
+        r#"{"paths": ["get.sh"]}"#,
+    );
+    assert_eq!(s, 200, "the token commits its plain file: {r}");
+    let (s, r) = call(d, "GET", "/v1/sandboxes/w1/changes", None, None);
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = call(
+        d,
+        "POST",
+        "/v1/sandboxes/w1/commit",
+        Some(r#"{"accept_flagged": true}"#),
+        None,
+    );
+    assert_eq!(s, 200, "the owner accepts the executable: {r}");
+    let (get, prog) = (proj.join("get.sh"), proj.join("prog.sh"));
+    assert!(get.exists() && prog.exists(), "the commits wrote both");
+    (get, prog)
+}
+
+/// The command line's refusal: the reason, the profile's key and place,
+/// and the recorded root.
+fn assert_refused(host: &Host, out: &Output, place: Option<&str>) {
+    let said = stderr(out);
+    assert!(
+        !host.marker_appeared(),
+        "the token's program ran on the host as the owner (status {:?}): {said}",
+        out.status.code()
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("secret_program_writable"), "{said}");
+    assert!(said.contains("secrets.API_TOKEN"), "{said}");
+    assert!(
+        said.contains(&host.root.display().to_string()),
+        "the recorded root is named: {said}"
+    );
+    if let Some(place) = place {
+        assert!(said.contains(place), "the profile's place {place}: {said}");
+    }
+}
+
+#[test]
+fn a_program_a_token_committed_under_a_daemons_root_never_runs_from_the_owners_command_line() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    let host = Host::new("cli-secret-roots");
+    let d = host.daemon();
+    let (get, prog) = token_writes_programs(&host, &d);
+    host.profile("p", &[prog.to_str().unwrap()]);
+    host.profile("q", &["/bin/sh", get.to_str().unwrap()]);
+    let place = |p: &str| format!("{}:4:3", host.profile_file(p).display());
+
+    let out = host.owner(&["run", "--profile", "p", "--", "true"]);
+    assert_refused(&host, &out, Some(&place("p")));
+    let out = host.owner(&["run", "--profile", "q", "--", "true"]);
+    assert_refused(&host, &out, Some(&place("q")));
+
+    // A named sandbox of the owner's is refused at its start, too.
+    let out = host.owner(&["create", "--profile", "p", "mine"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = host.owner(&["start", "mine"]);
+    assert_refused(&host, &out, None);
+
+    // The daemon stops; its record stays: a root once given to tokens
+    // may hold their files.
+    drop(d);
+    let out = host.owner(&["run", "--profile", "p", "--", "true"]);
+    assert_refused(&host, &out, Some(&place("p")));
+}
+
+#[test]
+fn a_secret_program_outside_every_recorded_root_still_runs_from_the_command_line() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    let host = Host::new("cli-secret-outside");
+    let d = host.daemon();
+    let tools = host.dir.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let prog = tools.join("get-token.sh");
+    std::fs::write(
+        &prog,
+        format!("#!/bin/sh\ntouch {}\necho tok-abc\n", host.marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    host.profile("ok", &[prog.to_str().unwrap()]);
+    let out = host.owner(&["run", "--profile", "ok", "--", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(host.marker.exists(), "the owner's program ran");
+    drop(d);
+}
+
+#[test]
+fn a_daemon_started_again_with_other_roots_still_refuses_a_program_under_the_earlier_ones() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("daemon-secret-roots");
+    let d = host.daemon();
+    let (_, prog) = token_writes_programs(&host, &d);
+    drop(d);
+    // The next start gives tokens another root only.
+    let other = host.dir.path().join("other-root");
+    std::fs::create_dir_all(&other).unwrap();
+    let p = host.dir.path();
+    let d = Daemon::start_in(
+        None,
+        p,
+        true,
+        &["--workspace-root", other.to_str().unwrap()],
+        &[
+            ("XDG_CONFIG_HOME", host.config.as_path()),
+            ("HOME", &p.join("home")),
+        ],
+    );
+    host.profile("p", &[prog.to_str().unwrap()]);
+    let t = token(p, "agent2", &["sandboxes:write", "sandboxes:read"]);
+    let body = serde_json::json!({"name": "named", "profile": "p"}).to_string();
+    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
+    assert!(
+        !host.marker_appeared(),
+        "the program under the earlier root ran as the owner: {s} {b}"
+    );
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(b["reason"], "secret_program_writable", "{b}");
+}
