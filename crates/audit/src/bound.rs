@@ -181,6 +181,7 @@ macro_rules! walk {
                 walk!(@reason reason, v $(, $mut)?);
             }
             K::ConnectionClosed { name, .. } => v.opt(name, NAME_BYTES, false),
+            K::VolumeHeldBack { paths, .. } => v.paths(paths),
             K::Workspace {
                 name,
                 paths,

@@ -90,6 +90,13 @@ fn describe_kind(kind: &EventKind) -> String {
         | EventKind::EventsOverBudget { .. }
         | EventKind::CacheLeftOut { .. }
         | EventKind::Exited { .. } => describe_life(kind),
+        EventKind::VolumeHeldBack {
+            volume,
+            reason,
+            entries,
+            paths,
+            kept,
+        } => describe_held_back(volume, reason, *entries, paths, kept.as_deref()),
         EventKind::ExecOutputCut { .. } | EventKind::VmCutOff { .. } => describe_cut(kind),
         EventKind::Connection { .. }
         | EventKind::ConnectionClosed { .. }
@@ -166,6 +173,34 @@ fn span(ms: u64) -> String {
 }
 
 /// A sandbox's and its commands' life, its workspace and the calls made about it.
+/// A volume's merge held back what the owner's configuration reads.
+fn describe_held_back(
+    volume: &std::path::Path,
+    reason: &str,
+    entries: u64,
+    paths: &[std::path::PathBuf],
+    kept: Option<&std::path::Path>,
+) -> String {
+    let one = entries == 1;
+    format!(
+        "HELD BACK ({reason}): {entries} {} the sandbox wrote into the volume {} {} not merged, since the owner's configuration reads {} or a file below {}: {}; {}",
+        if one { "entry" } else { "entries" },
+        volume.display(),
+        if one { "was" } else { "were" },
+        if one { "it" } else { "them" },
+        if one { "it" } else { "them" },
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        match kept {
+            Some(k) => format!("kept for the owner in {}", k.display()),
+            None => "not kept".to_string(),
+        }
+    )
+}
+
 fn describe_life(kind: &EventKind) -> String {
     match kind {
         EventKind::Created {

@@ -44,6 +44,7 @@ impl Event {
             EventKind::EventsOverBudget { allowed, .. } => *allowed == Some(false),
             EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
             EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
+            EventKind::VolumeHeldBack { .. } => true,
             EventKind::AskAnswered { decision, .. } => decision == "deny" || decision == "timeout",
             _ => false,
         }
@@ -230,6 +231,23 @@ pub enum EventKind {
     /// that were not kept: the caches had reached their bound (the
     /// sandbox's `--disk`, `limit_bytes`).
     CacheLeftOut { files: u64, limit_bytes: u64 },
+    /// At stop, entries the sandbox wrote into the writable volume
+    /// `volume` that were held back instead of merged into it: each is, or
+    /// is on the way to, a file the owner's configuration is read from
+    /// (`reason`: `holds_configuration`), as computed at the stop. `paths`
+    /// (relative to the volume) are the first of them, `entries` counts
+    /// them all; `kept` is where they are kept for the owner (the latest
+    /// merge's), if anywhere.
+    VolumeHeldBack {
+        #[serde(with = "crate::paths::one")]
+        volume: PathBuf,
+        reason: String,
+        entries: u64,
+        #[serde(with = "crate::paths::many")]
+        paths: Vec<PathBuf>,
+        #[serde(with = "crate::paths::optional")]
+        kept: Option<PathBuf>,
+    },
     /// Decisions of one protocol, name and verdict repeated within one
     /// aggregation window, counted instead of written one by one: the
     /// first of the window has a `connection` line of its own, the
@@ -326,6 +344,7 @@ impl EventKind {
             EventKind::ApiDenied { .. } => "api_denied",
             EventKind::EventsDropped { .. } => "events_dropped",
             EventKind::CacheLeftOut { .. } => "cache_left_out",
+            EventKind::VolumeHeldBack { .. } => "volume_held_back",
             EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
             EventKind::SecretsAggregated { .. } => "secrets_aggregated",
             EventKind::EventsOverBudget { .. } => "events_over_budget",
@@ -640,6 +659,17 @@ pub(crate) mod tests {
         ]
     }
 
+    /// A volume's merge that held back the owner's files.
+    fn held_back() -> EventKind {
+        EventKind::VolumeHeldBack {
+            volume: "/srv/shared".into(),
+            reason: "holds_configuration".into(),
+            entries: 2,
+            paths: vec!["base.yaml".into(), "conf".into()],
+            kept: Some("/state/held-back/2049-77".into()),
+        }
+    }
+
     pub(crate) fn one_of_each() -> Vec<Event> {
         let kinds = vec![
             EventKind::Created {
@@ -781,6 +811,7 @@ pub(crate) mod tests {
         kinds
             .into_iter()
             .chain(vm_cuts())
+            .chain([held_back()])
             .map(|kind| Event {
                 ts_ms: 1_700_000_000_000,
                 sandbox: "sb".into(),
@@ -794,7 +825,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 26, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 27, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -1034,8 +1065,13 @@ pub(crate) mod tests {
         );
         assert!(blocked.is_denial());
         assert!(one_of_each().iter().all(|e| !e.is_denial()
-            || ["workspace", "connections_aggregated", "events_over_budget"]
-                .contains(&e.kind.name())));
+            || [
+                "workspace",
+                "connections_aggregated",
+                "events_over_budget",
+                "volume_held_back"
+            ]
+            .contains(&e.kind.name())));
     }
 
     #[test]

@@ -66,6 +66,19 @@ fn read<'de, D: Deserializer<'de>>(r: Read) -> Result<PathBuf, D::Error> {
     }
 }
 
+/// `#[serde(with = "crate::paths::one")]` for `PathBuf`.
+pub mod one {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        Stored(p).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        read::<D>(Read::deserialize(d)?)
+    }
+}
+
 /// `#[serde(with = "crate::paths::optional")]` for `Option<PathBuf>`.
 pub mod optional {
     use super::*;

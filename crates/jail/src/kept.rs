@@ -248,8 +248,13 @@ pub(crate) fn volume_dirs(n: usize) -> Result<(PathBuf, PathBuf), TmpfsError> {
 /// and the home over their saved copies (each whole or not at all), the
 /// caches' and the volumes' writes merged into them; then drop the mark that
 /// said the state was in memory only. Every part is tried; the first
-/// failure is returned.
-pub fn save(fd: &OwnedFd, what: &KeptSave) -> Result<Merged, KeptError> {
+/// failure is returned. What `fence` names is held back from the volumes'
+/// merges (see [`cache::Fence`]).
+pub fn save(
+    fd: &OwnedFd,
+    what: &KeptSave,
+    fence: Option<&dyn cache::Fence>,
+) -> Result<Merged, KeptError> {
     let live = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     let mut first: Option<KeptError> = None;
     for (name, saved) in [("upper", &what.upper), ("home", &what.home)] {
@@ -281,10 +286,11 @@ pub fn save(fd: &OwnedFd, what: &KeptSave) -> Result<Merged, KeptError> {
     }
     for (n, dest) in what.volumes.iter().enumerate() {
         let upper = live.join("volumes").join(n.to_string()).join("upper");
-        match cache::merge_volume(&upper, dest, what.limit) {
+        match cache::merge_volume(&upper, dest, what.limit, fence) {
             Ok(m) => {
                 merged.added += m.added;
                 merged.left_out += m.left_out;
+                merged.held_back.extend(m.held_back);
             }
             Err(e) => {
                 first.get_or_insert(e.into());

@@ -252,7 +252,9 @@ fn supervise(name: &str) -> anyhow::Result<u8> {
     // The container's cgroup under the one its manager named, before the
     // supervisor makes it.
     warden_oci::cgroups_path::place(&state, name)?;
-    let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
+    // The node's catalogue, as its pods' profiles are read from it.
+    let catalog = warden_runtime::resolve::catalog(|k| std::env::var_os(k));
+    let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready, &catalog);
     Ok(code.clamp(0, 255) as u8)
 }
 

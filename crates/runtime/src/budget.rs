@@ -158,6 +158,7 @@ impl Budget {
             | EventKind::ApiDenied { .. }
             | EventKind::EventsDropped { .. }
             | EventKind::CacheLeftOut { .. }
+            | EventKind::VolumeHeldBack { .. }
             | EventKind::EventsOverBudget { .. }
             | EventKind::ExecOutputCut { .. }
             | EventKind::VmCutOff { .. }

@@ -37,6 +37,10 @@ pub struct Wiring {
     /// Programs the exec allowlist refuses, asked about on the terminal's
     /// desk once there is one.
     programs: Option<Arc<crate::ask_programs::TerminalPrograms>>,
+    /// The owner's catalogue and warden's state: what the writable
+    /// volumes' merges at the stop leave alone (the owner's files, as they
+    /// are then: [`crate::owners_files::OwnersFence`]).
+    owner: Option<(warden_policy::compose::Catalog, std::path::PathBuf)>,
 }
 
 impl Wiring {
@@ -55,7 +59,18 @@ impl Wiring {
             asker: None,
             control: Arc::new(Mutex::new(None)),
             programs: None,
+            owner: None,
         }
+    }
+
+    /// Fence the writable volumes' merges at the stop with the owner's
+    /// files of `catalog` and of the state `state`, computed then.
+    pub fn fence_volumes(
+        &mut self,
+        catalog: warden_policy::compose::Catalog,
+        state: &std::path::Path,
+    ) {
+        self.owner = Some((catalog, state.to_path_buf()));
     }
 
     /// With `--ask`, have `asker` answer when the jail has no terminal to
@@ -183,6 +198,13 @@ impl warden_jail::Attach for Wiring {
             Some(f) => f(channel, init),
             None => self.service = Some((channel, init)),
         }
+    }
+
+    fn fence(&self) -> Option<Box<dyn warden_jail::cache::Fence>> {
+        let (catalog, state) = self.owner.as_ref()?;
+        Some(Box::new(crate::owners_files::OwnersFence::now(
+            catalog, state,
+        )))
     }
 
     fn stopping(&mut self) {

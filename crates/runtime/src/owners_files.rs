@@ -33,7 +33,9 @@
 //! link) is known as it.
 //!
 //! Computed afresh at each check: the owner's configuration may change
-//! between a sandbox's create and its commit.
+//! between a sandbox's create and its commit, or its stop, when what it
+//! wrote into a writable volume is merged into the volume's directory
+//! ([`OwnersFence`]: an entry the closure names is held back, not merged).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -51,14 +53,24 @@ pub const HOLDS_CONFIGURATION: &str = "holds_configuration";
 /// The flag a review puts on a change to one of them.
 pub const FLAG: &str = "owner-config";
 
+/// Where, in warden's state, the E2B door keeps the volumes tokens make:
+/// `VOLUMES/ID/data/` is a volume's files, which its sandboxes write by
+/// design and nothing reads with the owner's trust (as the state's
+/// `workspaces/`); the rest of each (`VOLUMES/ID/meta.json`) is the
+/// owner's.
+pub const TOKEN_VOLUMES: &str = "e2b/volumes";
+
+/// Where, in warden's state, what a volume's merge held back is kept
+/// ([`OwnersFence`]).
+pub const HELD_BACK: &str = "held-back";
+
 /// The owner's configuration, as files and directories on the host.
 #[derive(Debug, Clone, Default)]
 pub struct OwnersFiles {
-    /// Directories wholly the owner's, real paths, each with the
-    /// directory of sandboxes' own workspaces it holds, if it is a state
-    /// (its `workspaces/`): every entry of that one, and what is below,
-    /// is a sandbox's, not the owner's.
-    dirs: Vec<(PathBuf, Option<PathBuf>)>,
+    /// Directories wholly the owner's, real paths, each marked if it is a
+    /// state, whose sandboxes' own places are not the owner's
+    /// ([`sandboxes_own`]).
+    dirs: Vec<(PathBuf, bool)>,
     /// Each file read with the owner's trust and each symbolic link on
     /// the way to it, by real path (the link's own, not its target's).
     paths: Vec<PathBuf>,
@@ -84,8 +96,7 @@ impl OwnersFiles {
                 true => walk(d).0,
                 false => std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()),
             };
-            let own = state.then(|| real.join(OWN_WORKSPACES));
-            out.dirs.push((real, own));
+            out.dirs.push((real, state));
         }
         let mut named: Vec<PathBuf> = files.to_vec();
         for kind in ["profiles", "presets"] {
@@ -127,14 +138,19 @@ impl OwnersFiles {
     /// not the owner's; the state's `workspaces/` itself, and the rest of
     /// the state, are.
     pub fn held_by(&self, dir: &Path) -> bool {
-        let sandboxes = |own: &Option<PathBuf>| {
-            own.as_ref()
-                .is_some_and(|o| dir != o.as_path() && dir.starts_with(o))
-        };
-        self.dirs
-            .iter()
-            .any(|(d, own)| d.starts_with(dir) || (dir.starts_with(d) && !sandboxes(own)))
-            || self.paths.iter().any(|p| p.starts_with(dir))
+        self.dirs.iter().any(|(d, state)| {
+            d.starts_with(dir) || (dir.starts_with(d) && !(*state && sandboxes_own(d, dir)))
+        }) || self.paths.iter().any(|p| p.starts_with(dir))
+    }
+
+    /// Whether a volume's merge may not make, replace or remove the
+    /// host's entry at the real path `path` (reached through no link),
+    /// where the regular file `there` (device, inode) is now, if one is:
+    /// it is one of the owner's files (by path or by identity), on the way
+    /// to one, a directory holding one, or in one of the owner's
+    /// directories.
+    pub fn fences(&self, path: &Path, there: Option<(u64, u64)>) -> bool {
+        self.held_by(path) || there.is_some_and(|id| self.ids.contains(&id))
     }
 
     /// Whether writing, removing or replacing the host's entry at `path`
@@ -149,6 +165,57 @@ impl OwnersFiles {
         }
         std::fs::symlink_metadata(&path)
             .is_ok_and(|m| m.is_file() && self.ids.contains(&(m.dev(), m.ino())))
+    }
+}
+
+/// Whether `dir`, in the state `state`, is a place of the sandboxes'
+/// own: anything below a sandbox's own workspace (`workspaces/NAME/...`,
+/// the name included) or below a token's volume's files
+/// (`e2b/volumes/ID/data/...`, not `data` itself).
+fn sandboxes_own(state: &Path, dir: &Path) -> bool {
+    let Ok(rel) = dir.strip_prefix(state) else {
+        return false;
+    };
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let volumes: Vec<&std::ffi::OsStr> = Path::new(TOKEN_VOLUMES).iter().collect();
+    match parts.as_slice() {
+        [w, _, ..] if *w == OWN_WORKSPACES => true,
+        [e, v, _, data, _, ..] => [*e, *v] == volumes.as_slice() && *data == "data",
+        _ => false,
+    }
+}
+
+/// A volume's merge fenced by the owner's files as they are at the merge
+/// (computed when it is made: at the sandbox's stop), what it holds back
+/// kept under the state's [`HELD_BACK`].
+#[derive(Debug, Clone)]
+pub struct OwnersFence {
+    files: OwnersFiles,
+    keep: PathBuf,
+}
+
+impl OwnersFence {
+    /// The owner's files of `catalog` and of the state `state` (with the
+    /// daemons' settings files it records), as they are now.
+    pub fn now(catalog: &Catalog, state: &Path) -> OwnersFence {
+        let files = crate::state::daemon_configs(state);
+        let state_real = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+        OwnersFence {
+            files: OwnersFiles::of(catalog, &[state_real.as_path()], &files),
+            keep: state_real.join(HELD_BACK),
+        }
+    }
+}
+
+impl warden_jail::cache::Fence for OwnersFence {
+    fn fenced(&self, path: &Path, there: Option<(u64, u64)>) -> Option<&'static str> {
+        self.files
+            .fences(path, there)
+            .then_some(HOLDS_CONFIGURATION)
+    }
+
+    fn keep(&self) -> Option<&Path> {
+        Some(&self.keep)
     }
 }
 
@@ -304,6 +371,41 @@ mod tests {
         );
         assert!(inside.touched_by(&own.join("config/profiles/x.yaml")));
         assert!(inside.held_by(&own));
+        warden_workspace::fsutil::remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn a_tokens_volume_files_are_the_sandboxes_but_its_record_and_a_file_a_profile_names_there_are_the_owners(
+    ) {
+        let t = std::env::temp_dir().join(format!("warden-owners-vols-{}", std::process::id()));
+        let _ = warden_workspace::fsutil::remove_tree(&t);
+        let state = t.join("state");
+        let vol = state.join(TOKEN_VOLUMES).join("vol-1");
+        std::fs::create_dir_all(vol.join("data/sub")).unwrap();
+        std::fs::create_dir_all(t.join("config/profiles")).unwrap();
+        std::fs::write(vol.join("meta.json"), "{}").unwrap();
+        let state = state.canonicalize().unwrap();
+        let data = state.join(TOKEN_VOLUMES).join("vol-1/data");
+        std::fs::write(
+            t.join("config/profiles/p.yaml"),
+            format!("extends: [{}]\n", data.join("named.yaml").display()),
+        )
+        .unwrap();
+        let owners = OwnersFiles::of(&owner_at(&t), &[state.as_path()], &[]);
+        assert!(!owners.fences(&data.join("note.txt"), None));
+        assert!(!owners.fences(&data.join("sub/x"), None));
+        assert!(owners.fences(&data.join("named.yaml"), None));
+        assert!(owners.fences(&state.join(TOKEN_VOLUMES).join("vol-1/meta.json"), None));
+        assert!(owners.fences(&state.join(HELD_BACK).join("1-2/x"), None));
+        assert!(
+            owners.held_by(&data),
+            "a volume's data holds the file named"
+        );
+        // A hard link to the owner's file, by identity.
+        std::fs::write(t.join("owners.yaml"), "x").unwrap();
+        let named = OwnersFiles::of(&owner_at(&t), &[], &[t.join("owners.yaml")]);
+        let st = std::fs::metadata(t.join("owners.yaml")).unwrap();
+        assert!(named.fences(&data.join("other"), Some((st.dev(), st.ino()))));
         warden_workspace::fsutil::remove_tree(&t).unwrap();
     }
 }

@@ -593,7 +593,7 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
             }
         }
     }
-    let code = warden_runtime::supervisor::run_main(&state, name, extra, ready);
+    let code = warden_runtime::supervisor::run_main(&state, name, extra, ready, &super::catalog());
     Ok(code.clamp(0, 255) as u8)
 }
 

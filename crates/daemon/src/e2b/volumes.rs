@@ -98,7 +98,10 @@ fn shown(m: Meta) -> Shown {
 
 /// Where the daemon keeps the door's volumes.
 fn root(app: &App) -> PathBuf {
-    app.state_dir.join("e2b").join("volumes")
+    // Where the owner's files' closure knows a volume's `data/` for a
+    // place of the sandboxes' own.
+    app.state_dir
+        .join(warden_runtime::owners_files::TOKEN_VOLUMES)
 }
 
 /// Whether `caller` may see volume `m`.

@@ -91,7 +91,9 @@ pub(super) fn supervise(
         }
     }
     let saved = layer.map(|(fd, save)| {
-        crate::kept::save(&fd, &save)
+        // Asked only where there is a volume to fence.
+        let fence = (!save.volumes.is_empty()).then(|| attach.fence()).flatten();
+        crate::kept::save(&fd, &save, fence.as_deref())
             .map(|merged| (merged, save.limit))
             .map_err(|source| JailError::LayerSave {
                 saved: save.place(),
@@ -127,14 +129,30 @@ pub(super) fn supervise(
     crate::phase("cgroup-removed");
     match saved {
         Some(Err(e)) => return Err(e),
-        Some(Ok((merged, limit_bytes))) if merged.left_out > 0 => events.emit(&Event::now(
-            id,
-            EventKind::CacheLeftOut {
-                files: merged.left_out,
-                limit_bytes,
-            },
-        )),
-        _ => {}
+        Some(Ok((merged, limit_bytes))) => {
+            for held in merged.held_back {
+                events.emit(&Event::now(
+                    id,
+                    EventKind::VolumeHeldBack {
+                        volume: held.volume,
+                        reason: held.reason,
+                        entries: held.entries,
+                        paths: held.paths,
+                        kept: held.kept,
+                    },
+                ));
+            }
+            if merged.left_out > 0 {
+                events.emit(&Event::now(
+                    id,
+                    EventKind::CacheLeftOut {
+                        files: merged.left_out,
+                        limit_bytes,
+                    },
+                ));
+            }
+        }
+        None => {}
     }
     let reports = parse_reports(&sv.reports);
     if let Some(e) = send_error {

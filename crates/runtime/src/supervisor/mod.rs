@@ -168,12 +168,28 @@ struct Slot {
 /// layer it runs without, or "error: why"), then lets it go.
 ///
 /// Must be called single-threaded (the sandbox is cloned from here).
-pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
+/// `owner` is the owner's catalogue (the door's, read from the
+/// environment the door started this process with): the files it reads
+/// are what the sandbox's writable volumes' merges leave alone at the
+/// stop.
+pub fn run_main(
+    state_root: &Path,
+    name: &str,
+    sink_extra: Vec<Sink>,
+    ready: OwnedFd,
+    owner: &warden_policy::compose::Catalog,
+) -> i32 {
     // Out of the caller's session: its terminal closing hangs nothing up.
     let _ = nix::unistd::setsid();
     let ready = Ready(Arc::new(Mutex::new(Some(ready))));
     let main_status = Arc::new(Mutex::new(None));
-    match supervise(state_root, name, sink_extra, &ready, main_status.clone()) {
+    match supervise(
+        state_root,
+        name,
+        sink_extra,
+        &ready,
+        (main_status.clone(), owner),
+    ) {
         // A held first process's status is the supervisor's: containerd's
         // shim reaps this process for the container's exit.
         Ok(()) => main_status.lock().ok().and_then(|s| *s).unwrap_or(0),
@@ -213,7 +229,7 @@ fn supervise(
     name: &str,
     mut sinks: Vec<Sink>,
     ready: &Ready,
-    main_status: Arc<Mutex<Option<i32>>>,
+    (main_status, owner): (Arc<Mutex<Option<i32>>>, &warden_policy::compose::Catalog),
 ) -> Result<(), SuperviseError> {
     let store = warden_workspace::Store::open(state_root)?;
     let sb = store.get(name)?;
@@ -288,6 +304,10 @@ fn supervise(
         .map_or(0, |m| m.len());
     bus.set_budget(spec.resources.audit_budget, before);
     let mut wiring = Wiring::new(&spec, bus.clone());
+    // What the sandbox wrote into a writable volume is merged into the
+    // volume's directory at the stop, never into a file the owner's
+    // configuration is read from by then.
+    wiring.fence_volumes(owner.clone(), state_root);
     // This start's own id (the cgroup's name, the prefix of its questions'
     // ids): sandboxes of one name in two state directories, or one started
     // again before its old cgroup was removed, never meet.
