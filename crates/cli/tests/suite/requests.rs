@@ -366,6 +366,7 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 mod api;
 mod ask;
 mod ask_scope;
+mod body_ignored;
 mod body_params;
 mod characters;
 mod elicit;

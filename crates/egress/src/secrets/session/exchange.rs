@@ -12,7 +12,7 @@ use super::super::rewrite::{Blocked, RewriteBody, Rewriter};
 use super::super::target::{
     check_authority, check_query, forwarded_authority, normalise_path, TargetError,
 };
-use super::super::{heads, outbound, ruled, upgrade, zero, OutBody};
+use super::super::{heads, outbound, readable, ruled, upgrade, zero, OutBody};
 use super::{scrub, text, Sender, Session, Stopped, HOP_BY_HOP};
 use crate::decision::{Cause, Decision, Reason, SecretAction};
 use base64::Engine;
@@ -65,10 +65,25 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
             format!("warden: {why}\n"),
         )
     })?;
+    // A body the sandbox sends, whatever its length says (see `forward`).
+    let bodied = !req.body().is_end_stream();
     let (parts, body) = req.into_parts();
     // Refused at any stage below, its unread rest is drained apart: the
     // answer then ends the request cleanly (HTTP/2 resets no stream).
     let body = ruled::boxed(crate::linger::Drained::new(body));
+    if bodied && matches!(upstream, Sender::H1(_)) && bodiless_method(&parts.method) {
+        let why = format!(
+            "refused: {} {}{} carries a body, which an HTTP/1.1 server that does not read it would take for a request of its own",
+            parts.method,
+            s.name,
+            parts.uri.path()
+        );
+        return Err(Box::new(s.refuse(
+            StatusCode::BAD_REQUEST,
+            Cause::new(Reason::BodyNotExpected),
+            why,
+        )));
+    }
     // What the request costs while it is here, paid before anything of it
     // is held beyond hyper's buffers, and given back with its body.
     let bill = Bill::of(&s.term.decode_memory, paid::request_cost(&parts))
@@ -127,6 +142,7 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         headers,
         target,
         body,
+        bodied,
     };
     let response = forward(s, upstream, request)
         .await?
@@ -318,17 +334,19 @@ fn bad_target() -> Answer {
 }
 
 /// Headers: substituted, Basic credentials decoded first; hop-by-hop ones,
-/// the host (set again for the upstream) and the accepted encodings (warden
-/// must read the response) left out.
+/// the host (set again for the upstream) and those that would let the
+/// answer be written or cut so the scrub cannot read it whole
+/// (`readable`) left out.
 fn substituted_headers(
     s: &Session,
     parts: &http::request::Parts,
     substituted: &mut Vec<usize>,
 ) -> Result<http::HeaderMap, Answer> {
     let mut headers = http::HeaderMap::new();
+    let own = s.term.secrets.iter().any(|x| x.covers(&s.name, s.port));
     for (k, v) in parts.headers.iter() {
         let key = k.as_str();
-        if HOP_BY_HOP.contains(&key) || key == "host" || key == "accept-encoding" {
+        if HOP_BY_HOP.contains(&key) || key == "host" || readable::left_out(key, own) {
             continue;
         }
         let (value, r) = rewrite_header(s, k, v.as_bytes()).map_err(|b| Box::new(s.block(b)))?;
@@ -428,6 +446,15 @@ async fn substituted_body(
     Ok(read.body)
 }
 
+/// Methods whose body servers commonly leave unread (RFC 9110: a GET's or
+/// a HEAD's content has no defined meaning, a TRACE may carry none). On an
+/// HTTP/1.1 connection such a body is refused, not sent: a server that
+/// does not read it reads it as the next request, unless it heeds the
+/// `Connection: close` that [`forward`] sends, which not every server does.
+fn bodiless_method(method: &http::Method) -> bool {
+    *method == http::Method::GET || *method == http::Method::HEAD || *method == http::Method::TRACE
+}
+
 /// A request as it goes upstream: the sandbox's method and extensions, the
 /// substituted target, headers and body.
 struct Outgoing {
@@ -435,11 +462,22 @@ struct Outgoing {
     headers: http::HeaderMap,
     target: String,
     body: OutBody,
+    /// The sandbox sent a body with it.
+    bodied: bool,
 }
 
 /// Sends the request on the upstream connection, in its version (an
 /// absolute URI for HTTP/2, a `Host` header for HTTP/1.1), and scrubs the
 /// response.
+///
+/// A request with a body goes on an HTTP/1.1 upstream connection with
+/// `Connection: close`, its last on that connection, and the sandbox's
+/// connection is shut down after its answer (`Session::spent`): a server
+/// that answers without reading a body it did not expect (a GET's, or
+/// any it refuses early: "CL.0") would otherwise read that body as
+/// a request of its own, one no rule decided and no record holds, on the
+/// kept-alive connection. An HTTP/2 upstream frames every body, so its
+/// connection is kept.
 async fn forward(
     s: &Arc<Session>,
     upstream: &Sender,
@@ -450,9 +488,17 @@ async fn forward(
         mut headers,
         target,
         body,
+        bodied,
     } = request;
     let authority = forwarded_authority(&s.name, s.port);
     let h2 = matches!(upstream, Sender::H2(_));
+    let last = bodied && !h2;
+    if last {
+        headers.insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
     let uri = if h2 {
         format!("https://{authority}{target}")
     } else {
@@ -478,7 +524,12 @@ async fn forward(
         Sender::H1(sender) => {
             let mut sender = sender.lock().await;
             match sender.ready().await {
-                Ok(()) => sender.send_request(request).await,
+                Ok(()) => {
+                    if last {
+                        s.spent.notify_one();
+                    }
+                    sender.send_request(request).await
+                }
                 Err(e) => Err(e),
             }
         }
