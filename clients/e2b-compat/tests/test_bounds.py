@@ -456,3 +456,49 @@ def test_a_sandbox_with_a_large_audit_log_is_listed_and_killed_quickly_with_its_
     finally:
         if not killed:
             sbx.kill()
+
+
+#: The most files watches one token holds at once (the daemon's bound).
+WATCHES_PER_TOKEN = 12
+
+
+def test_a_tokens_watch_past_its_bound_is_the_sdks_rate_limit_naming_too_many_watches(
+    daemon: Daemon, label: str
+) -> None:
+    # Before, the bound was named `quota` (a token's quota, that only
+    # removing something passes), and the envd call's message lost even
+    # that: the SDK's RateLimitException said nothing of which bound.
+    key = _key(daemon)
+    pointed = {k: os.environ.get(k) for k in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY")}
+    _as(daemon, key)
+    sbx = Sandbox.create(metadata={"test": label}, timeout=120)
+    watches = []
+    try:
+        sbx.files.make_dir("watched")
+        for _ in range(WATCHES_PER_TOKEN):
+            watches.append(sbx.files.watch_dir("watched"))
+        with pytest.raises(RateLimitException, match="too_many_watches"):
+            sbx.files.watch_dir("watched")
+        # Closing one passes it.
+        watches.pop().stop()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                watches.append(sbx.files.watch_dir("watched"))
+                break
+            except RateLimitException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        for w in watches:
+            try:
+                w.stop()
+            except Exception:
+                pass
+        sbx.kill()
+        for k, v in pointed.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

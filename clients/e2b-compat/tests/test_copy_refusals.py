@@ -99,3 +99,61 @@ def test_a_fork_past_the_tokens_quota_is_the_sdks_rate_limit_error_naming_quota(
         assert r.json()["error_code"] == "quota", r.text
     finally:
         sbx.kill()
+
+
+def _fork(daemon: Daemon, sandbox_id: str, content: bytes) -> httpx.Response:
+    return httpx.post(
+        f"{daemon.url}/sandboxes/{sandbox_id}/fork",
+        content=content,
+        headers={"X-API-Key": os.environ["E2B_API_KEY"], "content-type": "application/json"},
+        timeout=120,
+    )
+
+
+def _refused(r: httpx.Response, status: int, code: str) -> None:
+    """E2B's error with the status and its machine-readable code, which
+    the message (the SDK's exception's text) names too."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert (body["code"], body.get("error_code")) == (status, code), r.text
+
+
+def test_each_refusal_of_a_fork_carries_its_own_code_and_makes_nothing(
+    daemon: Daemon, label: str, wait_until
+) -> None:
+    # Before, each of these was E2B's bare {code, message}: a program
+    # could not tell a paused source from any other 409, nor a count out
+    # of range from any other 400.
+    before = sorted(s["id"] for s in daemon.sandboxes())
+    _refused(_fork(daemon, f"none-{label}", b'{"count": 1}'), 404, "no_such_sandbox")
+    sbx = Sandbox.create(metadata={"test": label}, timeout=120)
+    try:
+        made = sorted(before + [sbx.sandbox_id])
+        _refused(_fork(daemon, sbx.sandbox_id, b"{not json"), 400, "invalid_body")
+        for count in (0, 17):
+            r = _fork(daemon, sbx.sandbox_id, f'{{"count": {count}}}'.encode())
+            _refused(r, 400, "count_out_of_range")
+            assert "count_out_of_range" in r.json()["message"], r.text
+        with pytest.raises(SandboxException, match="count_out_of_range") as refused:
+            sbx.fork(count=17, timeout=60)
+        assert refused.value.status_code == 400, refused.value
+        # A paused source: the native code of what needs its processes.
+        sbx.pause()
+        r = _fork(daemon, sbx.sandbox_id, b'{"count": 1}')
+        _refused(r, 409, "paused")
+        assert "paused" in r.json()["message"], r.text
+        assert sorted(s["id"] for s in daemon.sandboxes()) == made
+        # Its timeout ended: kept stopped for review, and not forked.
+        Sandbox.connect(sbx.sandbox_id, timeout=1)
+        assert wait_until(
+            lambda: any(
+                s["id"] == sbx.sandbox_id and s["state"] == "stopped" for s in daemon.sandboxes()
+            ),
+            timeout=30,
+        )
+        r = _fork(daemon, sbx.sandbox_id, b'{"count": 1}')
+        _refused(r, 404, "not_running")
+        assert "not_running" in r.json()["message"], r.text
+        assert sorted(s["id"] for s in daemon.sandboxes()) == made
+    finally:
+        sbx.kill()

@@ -11,7 +11,15 @@ from typing import Iterator, List
 import pytest
 
 from conftest import Daemon
-from warden_sandbox import AsyncSandbox, BadRequestError, FileEvent, Sandbox
+from warden_sandbox import (
+    AsyncSandbox,
+    BadRequestError,
+    BusyError,
+    FileEvent,
+    QuotaExceededError,
+    Sandbox,
+)
+from warden_sandbox._errors import error_from_response
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +98,51 @@ async def test_the_async_twin_watches_too(daemon: Daemon) -> None:
                     break
         finally:
             await w.close()
+
+
+#: The most files watches one token holds at once (the daemon's bound).
+WATCHES_PER_TOKEN = 12
+
+
+def test_a_tokens_watch_past_its_bound_is_busy_not_a_quota(daemon: Daemon, sb: Sandbox) -> None:
+    # Before, the daemon answered the watch bound 429 `quota`, which the
+    # client raised as QuotaExceededError: a token's quota, that only
+    # removing something passes; closing a watch passes this one.
+    as_token = Sandbox.connect(
+        sb.id, host=daemon.tcp_host, token=daemon.token("files", "sandboxes:read", sandbox=sb.id)
+    )
+    held = []
+    try:
+        for _ in range(WATCHES_PER_TOKEN):
+            held.append(as_token.files.watch(""))
+        with pytest.raises(BusyError) as e:
+            as_token.files.watch("")
+        err = e.value
+        assert not isinstance(err, QuotaExceededError)
+        assert (err.status, err.code) == (429, "too_many_watches")
+        assert err.details["bound"] == "per_token", err.details
+        assert err.retry_after is None
+        held.pop().close()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                held.append(as_token.files.watch(""))
+                break
+            except BusyError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        for w in held:
+            w.close()
+        as_token.close()
+
+
+def test_the_daemons_watch_bound_for_all_tokens_is_busy_with_its_retry_after() -> None:
+    body = (
+        b'{"code":"too_many_watches","message":"24 files watches are open",'
+        b'"details":{"bound":"per_daemon","limit":24}}'
+    )
+    err = error_from_response(429, body, {"retry-after": "1"})
+    assert isinstance(err, BusyError) and not isinstance(err, QuotaExceededError)
+    assert (err.code, err.details["bound"], err.retry_after) == ("too_many_watches", "per_daemon", 1.0)

@@ -123,7 +123,11 @@ class BusyError(TooManyRequestsError):
     sandbox's supervisor serving all it may (``reason`` ``busy``,
     ``per_sandbox``) pass by themselves: ``retry_after`` says when to ask
     again. The caller's own bounds (``per_token``, ``per_kind``) pass when
-    it closes one of its own sessions (``retry_after`` is ``None``)."""
+    it closes one of its own sessions (``retry_after`` is ``None``).
+
+    429 ``too_many_watches`` likewise, for the files watches' own bounds:
+    ``per_token`` (the caller's watches; closing one passes it) and
+    ``per_daemon`` (every token's, with ``retry_after``)."""
 
 
 class ServerError(WardenError):
@@ -148,6 +152,7 @@ _BY_STATUS: Dict[int, Type[WardenError]] = {
 _BY_CODE_429: Dict[str, Type[WardenError]] = {
     "quota": QuotaExceededError,
     "too_many_sessions": BusyError,
+    "too_many_watches": BusyError,
 }
 
 #: The longest wait a ``Retry-After`` is taken for (a day): a larger or

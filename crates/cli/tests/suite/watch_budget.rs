@@ -9,10 +9,29 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A watch stream held open, and the status its answer began with.
+/// A watch stream held open, the status its answer began with, and the
+/// rest of the answer as it came (its headers and problem, for a refusal).
 struct Held {
     child: Child,
     status: u16,
+    rest: std::sync::mpsc::Receiver<String>,
+}
+
+impl Held {
+    /// A refusal's `Retry-After` and problem: curl ends with its answer.
+    fn refusal(&self) -> (Option<String>, serde_json::Value) {
+        let rest = self
+            .rest
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_default();
+        let retry_after = rest.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("retry-after")
+                .then(|| v.trim().to_string())
+        });
+        let body = rest.lines().last().unwrap_or_default();
+        (retry_after, json(body))
+    }
 }
 
 impl Drop for Held {
@@ -43,10 +62,15 @@ fn watch(d: &Daemon, token: Option<&str>) -> Held {
     let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
     let out = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let (rest_tx, rest) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut out = BufReader::new(out);
         let mut first = String::new();
-        let _ = BufReader::new(out).read_line(&mut first);
+        let _ = out.read_line(&mut first);
         let _ = tx.send(first);
+        let mut more = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut more);
+        let _ = rest_tx.send(more);
     });
     let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
     let status = first
@@ -54,7 +78,11 @@ fn watch(d: &Daemon, token: Option<&str>) -> Held {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    Held { child, status }
+    Held {
+        child,
+        status,
+        rest,
+    }
 }
 
 #[test]
@@ -77,6 +105,13 @@ fn tokens_holding_every_watch_they_may_leave_the_owner_one_and_no_token_holds_th
         let h = watch(&d, Some(&tokens[0]));
         if h.status != 200 {
             assert_eq!(h.status, 429, "a refusal is a 429");
+            // A bound of the watches, not a quota the owner set (before:
+            // code `quota`, which a client takes for a token's quotas);
+            // the caller's own: it passes when it closes one, no wait.
+            let (retry_after, p) = h.refusal();
+            assert_eq!(p["code"], "too_many_watches", "{p}");
+            assert_eq!(p["details"]["bound"], "per_token", "{p}");
+            assert_eq!(retry_after, None, "{p}");
             break;
         }
         held.push(h);
@@ -86,11 +121,13 @@ fn tokens_holding_every_watch_they_may_leave_the_owner_one_and_no_token_holds_th
     // A second token still gets one; then the tokens together fill what
     // they may.
     let mut others = 0;
+    let mut last = None;
     for t in &tokens[1..] {
         loop {
             let h = watch(&d, Some(t));
             if h.status != 200 {
                 assert_eq!(h.status, 429);
+                last = Some(h.refusal());
                 break;
             }
             held.push(h);
@@ -99,6 +136,12 @@ fn tokens_holding_every_watch_they_may_leave_the_owner_one_and_no_token_holds_th
         }
     }
     assert!(others > 0, "one token's watches left no other token one");
+    // The last token met what all tokens hold together: others' watches
+    // free it, so it says when to ask again.
+    let (retry_after, p) = last.unwrap_or_default();
+    assert_eq!(p["code"], "too_many_watches", "{p}");
+    assert_eq!(p["details"]["bound"], "per_daemon", "{p}");
+    assert_eq!(retry_after.as_deref(), Some("1"), "{p}");
     // The owner's socket is never refused for what tokens hold.
     let mine = watch(&d, None);
     assert_eq!(mine.status, 200, "the owner was refused a watch");

@@ -101,7 +101,9 @@ impl RpcError {
 
 /// The daemon's own errors in Connect's terms: the SDK turns each code
 /// into its exception (not_found: NotFoundException, unauthenticated:
-/// AuthenticationException, resource_exhausted: RateLimitException, ...).
+/// AuthenticationException, resource_exhausted: RateLimitException, ...),
+/// whose text is the message: it names the problem's own codes
+/// (`too_many_watches`, `quota`), which Connect's code alone loses.
 impl From<ApiError> for RpcError {
     fn from(e: ApiError) -> RpcError {
         let code = match e.status.as_u16() {
@@ -116,7 +118,7 @@ impl From<ApiError> for RpcError {
             504 => Code::DeadlineExceeded,
             _ => Code::Internal,
         };
-        RpcError::new(code, e.problem.message)
+        RpcError::new(code, super::control::naming_codes(&e.problem))
     }
 }
 

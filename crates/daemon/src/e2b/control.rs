@@ -64,6 +64,25 @@ pub(super) fn from_api(e: ApiError) -> Response {
         _ => e.status,
     };
     let problem = *e.problem;
+    let message = naming_codes(&problem);
+    let code = problem.reason.as_deref().unwrap_or(&problem.code);
+    let mut r = refusal(status, code, message);
+    if let Some(secs) = e.retry_after {
+        r.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, secs.into());
+    }
+    r
+}
+
+/// The code of a sandbox the door answers as gone (404): its timeout
+/// ended, or it was stopped, and it is kept stopped for review.
+pub(super) const NOT_RUNNING: &str = "not_running";
+
+/// A native problem's message as the door passes it on, naming its codes
+/// (`... (reason: too_many_watches)`) where the message does not already
+/// say them and they say more than the status: the SDK keeps only the
+/// text of an error, of a REST call as of an envd one.
+pub(super) fn naming_codes(problem: &crate::error::Problem) -> String {
     let mut named: Vec<&str> = Vec::new();
     for c in [Some(problem.code.as_str()), problem.reason.as_deref()]
         .into_iter()
@@ -73,17 +92,10 @@ pub(super) fn from_api(e: ApiError) -> Response {
             named.push(c);
         }
     }
-    let message = match named.as_slice() {
+    match named.as_slice() {
         [] => problem.message.clone(),
         codes => format!("{} (reason: {})", problem.message, codes.join(", ")),
-    };
-    let code = problem.reason.as_deref().unwrap_or(&problem.code);
-    let mut r = refusal(status, code, message);
-    if let Some(secs) = e.retry_after {
-        r.headers_mut()
-            .insert(axum::http::header::RETRY_AFTER, secs.into());
     }
-    r
 }
 
 /// A refusal of the native create in the words of the E2B body it came
@@ -244,10 +256,11 @@ fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Result<Detail, St
 pub(super) async fn running(e: &E2b, id: &str) -> Result<SandboxInfo, Response> {
     match sandboxes::get_one(State(e.app.clone()), Path(id.to_string())).await {
         Ok(Json(info)) if Seen::of(&info) != Seen::Gone => Ok(info),
-        Ok(_) => Err(error(
+        Ok(_) => Err(from_api(ApiError::new(
             StatusCode::NOT_FOUND,
+            NOT_RUNNING,
             format!("sandbox {id} is not running (its timeout ended, or it was stopped); it is kept stopped for review: `warden diff {id}`"),
-        )),
+        ))),
         Err(err) if err.status == StatusCode::NOT_FOUND => Err(super::permit::no_such_sandbox(id)),
         Err(err) => Err(from_api(err)),
     }
@@ -497,7 +510,13 @@ pub(super) fn permitted_body_as<T: for<'de> Deserialize<'de> + Default>(
     body: &[u8],
 ) -> Result<T, Box<Response>> {
     permit(&e.app, caller, method, route, Some(id)).map_err(|d| Box::new(d.response()))?;
-    optional_body(body).map_err(|why| Box::new(error(StatusCode::BAD_REQUEST, why)))
+    optional_body(body).map_err(|why| {
+        Box::new(from_api(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            why,
+        )))
+    })
 }
 
 /// Give sandbox `id` the E2B timeout `seconds` from now (its TTL, with

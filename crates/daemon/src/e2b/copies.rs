@@ -445,18 +445,22 @@ pub async fn fork(
     };
     let count = body.count.unwrap_or(1);
     if count == 0 || count > MAX_FORK {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("count {count}: warden forks a sandbox into 1 to {MAX_FORK} at once; fork again for more"),
+        return from_api(
+            crate::error::ApiError::bad_request(format!(
+                "count {count}: warden forks a sandbox into 1 to {MAX_FORK} at once; fork again for more"
+            ))
+            .with_reason(Some(native::COUNT_OUT_OF_RANGE)),
         );
     }
     let source = match control::running(&e, &id).await {
         Ok(i) if Seen::of(&i) == Seen::Running => i,
+        // The native refusal of what needs a paused sandbox's processes.
         Ok(_) => {
-            return error(
+            return from_api(crate::error::ApiError::new(
                 StatusCode::CONFLICT,
+                "paused",
                 format!("sandbox {id} is paused: connect to it (resume it) first, then fork it"),
-            )
+            ))
         }
         Err(r) => return r,
     };
@@ -487,19 +491,40 @@ pub async fn fork(
                     sandbox: None,
                     error: Some(serde_json::json!({
                         "code": 500,
-                        "message": format!("fork {}: no envd access token could be kept for it", info.id),
+                        "message": format!("fork {}: no envd access token could be kept for it (reason: internal)", info.id),
+                        "error_code": "internal",
                     })),
                 },
             },
             Err(r) => ForkResult {
                 sandbox: None,
-                error: Some(serde_json::json!({
-                    "code": r.status().as_u16(),
-                    "message": format!("fork {} did not start", f.id),
-                })),
+                error: Some(fork_failed(&f.id, r).await),
             },
         };
         out.push(entry);
     }
     (StatusCode::CREATED, Json(out)).into_response()
+}
+
+/// Why fork `id` did not start, as E2B's error: the status, the door's
+/// answer's `error_code` (the native reason, else `internal`) and its
+/// message, which names the code.
+async fn fork_failed(id: &str, r: Response) -> serde_json::Value {
+    let status = r.status().as_u16();
+    let body = axum::body::to_bytes(r.into_body(), 64 * 1024)
+        .await
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .unwrap_or_default();
+    let code = body["error_code"]
+        .as_str()
+        .unwrap_or("internal")
+        .to_string();
+    let why = body["message"].as_str().unwrap_or_default();
+    let message = match why {
+        "" => format!("fork {id} did not start (reason: {code})"),
+        why if why.contains(code.as_str()) => format!("fork {id} did not start: {why}"),
+        why => format!("fork {id} did not start: {why} (reason: {code})"),
+    };
+    serde_json::json!({ "code": status, "message": message, "error_code": code })
 }

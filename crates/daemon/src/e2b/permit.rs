@@ -40,9 +40,18 @@ impl Denied {
         }
     }
 
-    /// The refusal in E2B's shape.
+    /// The stable code of the refusal, as the native API has it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Denied::Scope(_) => "forbidden",
+            Denied::NoSuchSandbox(_) => "no_such_sandbox",
+            Denied::Unmapped { .. } | Denied::Records(_) => "internal",
+        }
+    }
+
+    /// The refusal in E2B's shape, with its code (`error_code`).
     pub fn response(&self) -> Response {
-        super::answer::error(self.status(), self.to_string())
+        super::answer::refusal(self.status(), self.code(), self.to_string())
     }
 }
 

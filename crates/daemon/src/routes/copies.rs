@@ -419,6 +419,10 @@ fn copy_granted(
     )
 }
 
+/// The reason of a fork's `count` outside 1 to [`MAX_FORK`], whichever
+/// door asked.
+pub const COUNT_OUT_OF_RANGE: &str = "count_out_of_range";
+
 /// What a fork of sandbox `source` carries, as its log says it.
 fn carried(source: &str, memory: &Result<(), String>) -> String {
     match memory {
@@ -455,7 +459,8 @@ pub async fn fork(
     if count == 0 || count > MAX_FORK {
         return Err(
             ApiError::bad_request(format!("count {count}: fork into 1 to {MAX_FORK}"))
-                .with_field(Some("/count")),
+                .with_field(Some("/count"))
+                .with_reason(Some(COUNT_OUT_OF_RANGE)),
         );
     }
     let made = blocking(move || {

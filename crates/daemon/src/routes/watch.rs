@@ -49,6 +49,23 @@ const OWNER_RESERVE: usize = 8;
 /// the tokens may hold together, so one alone never leaves every other
 /// refused, whatever its lease bound.
 const WATCHES_PER_TOKEN: usize = (MAX_WATCHES - OWNER_RESERVE) / 2;
+/// The code of a refusal by a bound of the watches ([`too_many_watches`],
+/// and the host's or the daemon's inotify watches running out): not
+/// `quota`, which is a token's quotas, set by its owner, that only
+/// removing something passes; a watch bound passes when a watch ends.
+pub const TOO_MANY_WATCHES: &str = "too_many_watches";
+
+/// 429 `too_many_watches`, the bound it met named as the session
+/// ledger's are (`details.bound`, `details.limit`).
+fn too_many_watches(bound: &str, limit: usize, message: String) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        TOO_MANY_WATCHES,
+        message,
+    )
+    .with_details(serde_json::json!({ "bound": bound, "limit": limit }))
+}
+
 /// Watch streams open now, by holder.
 static BY_HOLDER: std::sync::Mutex<Option<HashMap<String, usize>>> = std::sync::Mutex::new(None);
 /// Watch streams open now.
@@ -119,9 +136,9 @@ impl Slot {
             Some(h) => {
                 let mine = by.get(h).copied().unwrap_or(0);
                 if mine >= WATCHES_PER_TOKEN {
-                    return Err(ApiError::new(
-                        axum::http::StatusCode::TOO_MANY_REQUESTS,
-                        "quota",
+                    return Err(too_many_watches(
+                        "per_token",
+                        WATCHES_PER_TOKEN,
                         format!("you hold {mine} files watches, the most one token holds at once; close one (or watch a common parent recursively) and ask again"),
                     ));
                 }
@@ -138,11 +155,17 @@ impl Slot {
                 }
                 Ok(Slot { holder })
             }
-            Err(_) => Err(ApiError::new(
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
-                "quota",
-                format!("{bound} files watches are open on this daemon already, the most it holds for you; close one (or watch a common parent recursively) and ask again"),
-            )),
+            // Filled by others' watches too, which end without this
+            // caller: it passes by itself, so it says when to ask again.
+            Err(_) => {
+                let mut e = too_many_watches(
+                    "per_daemon",
+                    bound,
+                    format!("{bound} files watches are open on this daemon already, the most it holds for you; ask again once one ends (Retry-After), or close one of yours (or watch a common parent recursively)"),
+                );
+                e.retry_after = Some(crate::error::BUSY_RETRY_AFTER);
+                Err(e)
+            }
         }
     }
 }
@@ -312,9 +335,10 @@ impl Watcher {
         let inotify = Inotify::init().map_err(|e| match e.raw_os_error() {
             Some(libc_emfile) if libc_emfile == Errno::EMFILE as i32 => ApiError::new(
                 axum::http::StatusCode::INSUFFICIENT_STORAGE,
-                "quota",
+                TOO_MANY_WATCHES,
                 "the host has no inotify instance left for the daemon's user (fs.inotify.max_user_instances); close other watches and ask again",
-            ),
+            )
+            .with_details(serde_json::json!({ "bound": "host_instances" })),
             _ => ApiError::internal(format!("cannot start watching: {e}")),
         })?;
         let mut w = Watcher {
@@ -331,9 +355,10 @@ impl Watcher {
         w.add_tree(fd, rel, None).map_err(|e| match e {
             Errno::ENOSPC | Errno::EMFILE => ApiError::new(
                 axum::http::StatusCode::INSUFFICIENT_STORAGE,
-                "quota",
-                "the daemon's watches follow as many directories as it lets them all follow together (a quarter of the host's fs.inotify.max_user_watches), or this watch reached its own bound; watch a smaller tree and ask again",
-            ),
+                TOO_MANY_WATCHES,
+                format!("the daemon's watches follow as many directories as it lets them all follow together (a quarter of the host's fs.inotify.max_user_watches), or this watch reached its own bound ({MAX_DIRS} directories); watch a smaller tree and ask again"),
+            )
+            .with_details(serde_json::json!({ "bound": "directories" })),
             e => ApiError::internal(format!("cannot watch: {}", e.desc())),
         })?;
         Ok(w)
@@ -612,7 +637,9 @@ fn libc_eio() -> i32 {
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/files/watch", params(("id" = String, Path), WatchQuery),
     responses((status = 200, description = "text/event-stream of FileChange (JSON): `ready` first, then each change as it happens; with `recursive`, what a directory holds when it is made or moved in is reported as `created` (it may have changed before its watch was in place)", body = FileChange),
-        (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)),
+        (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem),
+        (status = 429, description = "`too_many_watches`: the caller's watches (`details.bound` `per_token`), or the daemon's for all tokens (`per_daemon`, with Retry-After), are as many as it holds at once; or `too_many_sessions`, the session ledger's bounds", body = Problem),
+        (status = 507, description = "`too_many_watches`: the host's inotify instances (`host_instances`) or the directories the daemon's watches may follow (`directories`) are used up", body = Problem)),
     security(("token" = [])))]
 pub async fn watch(
     State(app): State<Arc<App>>,
