@@ -134,12 +134,16 @@ impl FsdJail {
     /// the share's owner with it (as root): there a guest could make root's
     /// `0600` file `0644`. virtiofsd loads the notifying filter last; the
     /// caller starts the judge with [`FsdJail::watch_modes`] once it is
-    /// spawned.
-    pub fn judge_modes(&mut self) -> Result<(), VmmJailError> {
+    /// spawned. `budget`: the sandbox's CPU account, which the judging is
+    /// held to (shared with the VMM's judge: [`crate::modes::pace`]).
+    pub fn judge_modes(
+        &mut self,
+        budget: Option<&crate::modes::pace::Budget>,
+    ) -> Result<(), VmmJailError> {
         if self.switch.is_none_or(|(uid, _)| uid != crate::NOBODY) {
             return Ok(());
         }
-        let judged = crate::gvisor::modes::Judged::new()
+        let judged = crate::gvisor::modes::Judged::new(budget.cloned())
             .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
         self.modes = Some(judged);
         Ok(())

@@ -73,6 +73,10 @@ pub enum VmError {
     SpawnChannel(#[source] nix::errno::Errno),
     #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or give `allow_degraded`")]
     Cgroup(String),
+    /// The judge of the file servers' calls cannot be held to the
+    /// sandbox's CPU limit: refused, never run unbounded.
+    #[error(transparent)]
+    Pace(#[from] warden_jail::modes::pace::PaceError),
     #[error(transparent)]
     Network(#[from] warden_jail::vmnet::VmNetError),
     #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in `egress.publish HOSTPORT:PORT`)")]
@@ -223,6 +227,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
             .join("run")
             .join(format!("{safe_id}-{}-{n}", std::process::id())),
         cgroup: None,
+        cpu_budget: None,
         net: None,
         netns: None,
         workspace_fs: Default::default(),
@@ -504,6 +509,10 @@ pub fn run_controlled(
     let prepared_fs_note = prepared.fs_note;
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    // The file servers run in that cgroup; the supervisor's judge of their
+    // calls runs outside it and keeps this account instead (whether or not
+    // a cgroup could be made).
+    config.cpu_budget = warden_jail::modes::pace::Budget::new(spec.resources.cpus)?;
     let (egress, sockets) = match net {
         Some(n) => plug_network(n, with_egress, &mut config),
         None => (None, None),

@@ -224,14 +224,18 @@ fn access(fsd: &Path, share: &Arc<OwnedFd>) -> warden_jail::vmm::VmmAccess {
 /// at that path and checked, handed as a descriptor) as `ids`, in
 /// `cgroup`, its socket made (and unlinked again) in `run_dir`, its log
 /// there; with `view` (an idmapped view of `dir`), it serves that view
-/// instead.
+/// instead. The calls it makes for the guest that the supervisor judges
+/// are held to `budget`, the sandbox's CPU account.
 pub fn serve(
     fsd: &Virtiofsd,
     (share, dir): (&Path, &Arc<OwnedFd>),
     view: Option<OwnedFd>,
     run_dir: &Path,
     ids: (u32, u32),
-    cgroup: Option<&warden_jail::cgroup::Cgroup>,
+    (cgroup, budget): (
+        Option<&warden_jail::cgroup::Cgroup>,
+        Option<&warden_jail::modes::pace::Budget>,
+    ),
 ) -> Result<Served, FsError> {
     let sock = run_dir.join("virtiofsd.sock");
     let sock_err = |source| FsError::Socket {
@@ -285,8 +289,9 @@ pub fn serve(
     };
     let mut jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, dir), ids)?;
     // It changes the share's modes, ACLs and links for the guest: judged
-    // on the host, whatever the guest's kernel says.
-    jail.judge_modes()?;
+    // on the host, whatever the guest's kernel says, at most at the
+    // sandbox's CPU limit (the judge runs outside its cgroup).
+    jail.judge_modes(budget)?;
     jail.apply(&mut command);
     let mut child = command
         .arg0(format!("virtiofsd:warden:{}", share.display()))
@@ -369,9 +374,12 @@ pub(crate) fn start(
     (ws, dir, view): (&Path, &Arc<OwnedFd>, Option<OwnedFd>),
     run_dir: &Path,
     ids: (u32, u32),
-    cgroup: Option<&warden_jail::cgroup::Cgroup>,
+    limits: (
+        Option<&warden_jail::cgroup::Cgroup>,
+        Option<&warden_jail::modes::pace::Budget>,
+    ),
 ) -> Result<(Option<Served>, Option<String>), FsError> {
-    match serve(fsd, (ws, dir), view, run_dir, ids, cgroup) {
+    match serve(fsd, (ws, dir), view, run_dir, ids, limits) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if forced => Err(e),
         Err(e) => Ok((
@@ -421,7 +429,7 @@ mod tests {
             Some(view),
             dir.path(),
             (65534, 65534),
-            None,
+            (None, None),
         );
         assert!(
             matches!(got, Err(FsError::NoView { .. })),

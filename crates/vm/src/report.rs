@@ -91,6 +91,7 @@ pub fn report(probe: bool) -> VmReport {
                         .join("run")
                         .join(format!("doctor-{}", std::process::id())),
                     cgroup: None,
+                    cpu_budget: None,
                     net: None,
                     netns: None,
                     workspace_fs: Default::default(),

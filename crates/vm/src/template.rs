@@ -454,6 +454,7 @@ mod tests {
             root_image: None,
             run_dir: dir.join("run"),
             cgroup: None,
+            cpu_budget: None,
             net: None,
             netns: None,
             workspace_fs: Default::default(),

@@ -123,6 +123,7 @@ mod vm;
 mod vm_desktop;
 mod vm_fork;
 mod vm_fs;
+mod vm_judge_cpu;
 mod vm_logs;
 mod vm_pause;
 mod vm_relay;

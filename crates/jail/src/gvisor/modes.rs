@@ -102,9 +102,14 @@ impl ModeWatch {
 
     /// [`ModeWatch::watch`] for a helper that runs as an unprivileged user
     /// of the host (a VM's file servers, see `vmm`): each permitted change
-    /// is made with the helper's own identity, as a sandbox's is.
-    pub(crate) fn watch_as_caller(self, since: (i64, u32)) -> io::Result<()> {
-        crate::modes::watch_unprivileged(self.parent, since)
+    /// is made with the helper's own identity, as a sandbox's is; the
+    /// judging is held to the sandbox's CPU account, `budget`.
+    pub(crate) fn watch_as_caller(
+        self,
+        since: (i64, u32),
+        budget: Option<crate::modes::pace::Budget>,
+    ) -> io::Result<()> {
+        crate::modes::watch_unprivileged(self.parent, since, budget)
     }
 }
 
@@ -151,22 +156,25 @@ fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
 
 /// A helper's mode changes judged by the supervisor as its own (a VM's
 /// file servers, see `crate::vmm`): the filter its child loads last, the
-/// supervisor's end of the pair until the judge starts, and the start of
-/// the sandbox (what is born after is its own).
+/// supervisor's end of the pair until the judge starts, the start of
+/// the sandbox (what is born after is its own), and the sandbox's CPU
+/// account the judging is held to (none without a limit).
 pub(crate) struct Judged {
     filter: std::sync::Arc<ModeFilter>,
     watch: std::sync::Mutex<Option<ModeWatch>>,
     since: (i64, u32),
+    budget: Option<crate::modes::pace::Budget>,
 }
 
 impl Judged {
     /// Before the helper is spawned.
-    pub(crate) fn new() -> io::Result<Judged> {
+    pub(crate) fn new(budget: Option<crate::modes::pace::Budget>) -> io::Result<Judged> {
         let (filter, watch) = ModeFilter::prepare()?;
         Ok(Judged {
             filter: std::sync::Arc::new(filter),
             watch: std::sync::Mutex::new(Some(watch)),
             since: crate::modes::now(),
+            budget,
         })
     }
 
@@ -179,7 +187,7 @@ impl Judged {
     pub(crate) fn watch(&self) -> io::Result<()> {
         let watch = self.watch.lock().ok().and_then(|mut w| w.take());
         match watch {
-            Some(w) => w.watch_as_caller(self.since),
+            Some(w) => w.watch_as_caller(self.since, self.budget.clone()),
             None => Ok(()),
         }
     }

@@ -29,7 +29,7 @@ mod attrs;
 mod caller;
 pub mod exec;
 mod links;
-mod pace;
+pub mod pace;
 pub mod rule;
 mod walk;
 
@@ -186,7 +186,7 @@ pub(crate) fn watch_helper(
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, None, true, cpus))
+        .spawn(move || serve_as(channel, since, None, true, own_budget(cpus)))
         .map(drop)
 }
 
@@ -194,12 +194,24 @@ pub(crate) fn watch_helper(
 /// and changes the host's files for a sandbox (a VM's file servers, see
 /// `vmm`): judged by the same rule, each permitted change made with the
 /// helper's own file-system identity, as a sandbox process's is.
-pub(crate) fn watch_unprivileged(channel: OwnedFd, since: (i64, u32)) -> std::io::Result<()> {
+/// `budget`: the sandbox's CPU account, which the judging is held to,
+/// shared with its other file server's judge ([`pace::Budget`]).
+pub(crate) fn watch_unprivileged(
+    channel: OwnedFd,
+    since: (i64, u32),
+    budget: Option<pace::Budget>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, None, false, None))
+        .spawn(move || serve_as(channel, since, None, false, budget))
         .map(drop)
+}
+
+/// The account of a sandbox limited to `cpus` for its one judge; `None`
+/// without a limit (or with one its settings would have refused).
+fn own_budget(cpus: Option<f64>) -> Option<pace::Budget> {
+    pace::Budget::new(cpus).ok().flatten()
 }
 
 /// The start of the sandbox, as [`watch`] takes it.
@@ -209,17 +221,17 @@ pub(crate) fn now() -> (i64, u32) {
 }
 
 fn serve(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, cpus: Option<f64>) {
-    serve_as(channel, since, records, false, cpus)
+    serve_as(channel, since, records, false, own_budget(cpus))
 }
 
-/// `helper`: the calls are a helper's (see [`watch_helper`]); `cpus`: the
-/// sandbox's CPU limit, the judge's too ([`pace`]).
+/// `helper`: the calls are a helper's (see [`watch_helper`]); `budget`:
+/// the sandbox's CPU account, the judge's too ([`pace`]).
 fn serve_as(
     channel: OwnedFd,
     since: (i64, u32),
     records: Option<OwnedFd>,
     helper: bool,
-    cpus: Option<f64>,
+    budget: Option<pace::Budget>,
 ) {
     let mut first = [0u8; 1];
     let received = loop {
@@ -251,7 +263,7 @@ fn serve_as(
     let mut failures = 0;
     // Started once the sandbox's filter is in place: waiting for the init
     // costs no CPU, and the start is never paced.
-    let mut pace = pace::Pace::new(cpus);
+    let mut pace = budget.map(|b| b.pace());
     while readable(&listener) {
         let Ok(req) = ScmpNotifReq::receive(listener.as_raw_fd()) else {
             // The caller went away between the wake-up and the receipt.

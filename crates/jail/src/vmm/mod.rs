@@ -286,12 +286,16 @@ impl VmmJail {
     /// with [`VmmJail::watch_modes`] once the helper is spawned. Only
     /// where the helper runs as nobody over views that swap the shares'
     /// owner with it (as root): there a guest could make root's `0600` file
-    /// `0644`.
-    pub fn judge_modes(&mut self) -> Result<(), VmmJailError> {
+    /// `0644`. `budget`: the sandbox's CPU account, which the judging is
+    /// held to (shared with virtiofsd's judge: [`crate::modes::pace`]).
+    pub fn judge_modes(
+        &mut self,
+        budget: Option<&crate::modes::pace::Budget>,
+    ) -> Result<(), VmmJailError> {
         if self.ids.is_none_or(|(uid, _)| uid != crate::NOBODY) {
             return Ok(());
         }
-        let judged = crate::gvisor::modes::Judged::new()
+        let judged = crate::gvisor::modes::Judged::new(budget.cloned())
             .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
         // Its extended attribute writes go to the judge too (QEMU's 9p
         // server sets a guest's `user.*` ones), which refuses what the

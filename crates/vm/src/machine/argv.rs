@@ -336,6 +336,7 @@ mod tests {
             root_image: None,
             run_dir: PathBuf::from("/run-dir"),
             cgroup: None,
+            cpu_budget: None,
             net: None,
             netns: None,
             workspace_fs: Default::default(),

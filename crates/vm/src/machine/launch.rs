@@ -201,7 +201,7 @@ impl Machine {
                     (ws, dir, view),
                     &cfg.run_dir,
                     ids,
-                    cfg.cgroup.as_deref(),
+                    (cfg.cgroup.as_deref(), cfg.cpu_budget.as_ref()),
                 )
                 .map_err(MachineError::Fsd)?
             }
@@ -260,8 +260,9 @@ impl Machine {
             cfg.cgroup.as_deref(),
         )?;
         // QEMU's 9p server changes the shares' modes for the guest: judged
-        // on the host, whatever the guest's kernel says.
-        jail.judge_modes()?;
+        // on the host, whatever the guest's kernel says, at most at the
+        // sandbox's CPU limit (one account with virtiofsd's judge).
+        jail.judge_modes(cfg.cpu_budget.as_ref())?;
         jail.apply(&mut command);
         let (out, err) = (logs.out, logs.err);
         let child = command

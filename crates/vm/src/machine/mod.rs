@@ -156,6 +156,10 @@ pub struct Config {
     pub run_dir: PathBuf,
     /// The cgroup the VMM starts in (see `warden_jail::vmm`).
     pub cgroup: Option<std::sync::Arc<warden_jail::cgroup::Cgroup>>,
+    /// The sandbox's CPU account (its `resources.cpus`): the supervisor's
+    /// judge of the file servers' calls, outside the cgroup, is held to
+    /// it (`warden_jail::modes::pace`); none without a limit.
+    pub cpu_budget: Option<warden_jail::modes::pace::Budget>,
     /// The TAP device of the sandbox's network namespace, the guest's
     /// only network (see `warden_jail::vmnet`); none: no network device.
     pub net: Option<std::sync::Arc<std::os::fd::OwnedFd>>,

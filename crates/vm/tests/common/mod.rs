@@ -73,6 +73,7 @@ pub fn config(id: &str) -> Option<Config> {
             .join("run")
             .join(format!("{id}-{}-0", std::process::id())),
         cgroup: None,
+        cpu_budget: None,
         net: None,
         netns: None,
         workspace_fs: Default::default(),
