@@ -270,10 +270,12 @@ fn finish(
     };
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
     // What the real workspace's own ignore files leave out (a flagged
-    // change never is).
+    // change never is, but for `binary` alone: an ignored change lands
+    // only when asked for by name or `--ignored`, and is judged then, so a
+    // project that ignores `__pycache__/` keeps its caches out of sight).
     let mut ignores = crate::ignored::Ignores::new(lower, low.try_clone().ok());
     for c in &mut changes {
-        if c.flags.is_empty() {
+        if c.flags.iter().all(|f| f.rule == crate::unseen::BINARY) {
             let is_dir = [&c.new, &c.old]
                 .iter()
                 .any(|e| e.as_ref().is_some_and(|e| e.kind == EntryKind::Dir));

@@ -88,6 +88,25 @@ pub fn landed(host: Option<u32>, new: u32, new_is_dir: bool) -> u32 {
     new & !refused_bits(seen, new)
 }
 
+/// The permission bits a changed entry lands with, as [`landed`] says,
+/// and for a new entry (none on the host, or one of another type) under
+/// the committer's `umask`, as a file the committer made would be: a
+/// sandbox that made `tools/` `0770` under `umask 0` does not hand every
+/// member of the committer's group a directory of programs the owner
+/// runs.
+pub fn landed_under(host: Option<u32>, new: u32, new_is_dir: bool, umask: u32) -> u32 {
+    let landed = landed(host, new, new_is_dir);
+    let same_kind = host.is_some_and(|h| {
+        let host_is_dir = h & S_IFMT == 0o040_000;
+        host_is_dir == new_is_dir && (host_is_dir || h & S_IFMT == S_IFREG)
+    });
+    if same_kind {
+        landed
+    } else {
+        landed & !(umask & 0o777)
+    }
+}
+
 /// The group and other bits a permitted change takes away, for the
 /// sandbox to give back later in the run.
 pub fn taken_away(current: u32, requested: u32) -> u32 {
@@ -155,6 +174,17 @@ mod tests {
         assert_eq!(landed(Some(FILE | 0o644), 0o755, false), 0o755);
         assert_eq!(landed(None, 0o644, false), 0o644);
         assert_eq!(landed(Some(DIR | 0o700), 0o644, false), 0o644);
+    }
+
+    #[test]
+    fn a_new_entry_lands_under_the_committers_umask_and_a_changed_one_as_the_rule_says() {
+        assert_eq!(landed_under(None, 0o770, true, 0o022), 0o750);
+        assert_eq!(landed_under(None, 0o660, false, 0o022), 0o640);
+        assert_eq!(landed_under(None, 0o755, false, 0o077), 0o700);
+        // Over a host entry of another type: new.
+        assert_eq!(landed_under(Some(DIR | 0o777), 0o666, false, 0o022), 0o644);
+        // A host file's change keeps its own rule, whatever the umask.
+        assert_eq!(landed_under(Some(FILE | 0o664), 0o664, false, 0o022), 0o664);
     }
 
     #[test]

@@ -19,16 +19,18 @@ enum Depth {
     Anywhere,
 }
 
-/// Paths whose content the host acts on later, and why. A pattern ending in
+/// Paths whose content git and CI act on later, and why. A pattern ending in
 /// `/` covers everything below that directory; otherwise it names one path.
+/// (The configurations of the person's other tools are
+/// [`crate::hostexec::TOOLS`].)
 const SENSITIVE: &[(&str, Depth, &str, &str)] = &[
     (".git/hooks/", Depth::Anywhere, "git-hook", "git runs hooks on the host, outside any sandbox"),
     (".git/config", Depth::Anywhere, "git-config", "git config can name programs git runs (core.fsmonitor, core.hooksPath, core.sshCommand, filters)"),
     (".git/info/attributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
     (".gitattributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
     (".gitmodules", Depth::Anywhere, "git-config", "submodules point git at other repositories to fetch"),
-    (".github/workflows/", Depth::Top, "ci", "CI runs workflows with the repository's secrets"),
-    (".github/actions/", Depth::Top, "ci", "local actions run in CI with the repository's secrets"),
+    (".github/workflows/", Depth::Anywhere, "ci", "CI runs workflows with the repository's secrets"),
+    (".github/actions/", Depth::Anywhere, "ci", "local actions run in CI with the repository's secrets"),
     (".gitlab-ci.yml", Depth::Top, "ci", "GitLab CI runs this pipeline with the project's secrets"),
     (".circleci/", Depth::Top, "ci", "CircleCI runs this configuration with the project's secrets"),
     ("Jenkinsfile", Depth::Top, "ci", "Jenkins runs this pipeline"),
@@ -37,21 +39,6 @@ const SENSITIVE: &[(&str, Depth, &str, &str)] = &[
     (".drone.yml", Depth::Top, "ci", "Drone runs this pipeline"),
     ("azure-pipelines.yml", Depth::Top, "ci", "Azure Pipelines runs this pipeline"),
     ("bitbucket-pipelines.yml", Depth::Top, "ci", "Bitbucket Pipelines runs this pipeline"),
-    (".pre-commit-config.yaml", Depth::Top, "host-exec", "pre-commit runs these hooks on the host at the next commit"),
-    (".envrc", Depth::Anywhere, "host-exec", "direnv runs it when a shell enters the directory"),
-    (".vscode/", Depth::Top, "host-exec", "editors run tasks and apply settings from here"),
-    (".idea/", Depth::Top, "host-exec", "the IDE runs configurations from here"),
-    (".devcontainer/", Depth::Top, "host-exec", "dev container definitions choose images and commands"),
-    (".husky/", Depth::Anywhere, "host-exec", "husky makes these git hooks at the next npm install, and its hooks run them"),
-    ("lefthook.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
-    (".lefthook.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
-    ("lefthook-local.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
-    (".lefthook/", Depth::Anywhere, "host-exec", "lefthook runs these scripts as git hooks"),
-    (".npmrc", Depth::Anywhere, "host-exec", "npm takes its script shell, node options and registries from here"),
-    (".yarnrc.yml", Depth::Anywhere, "host-exec", "yarn runs the program its yarnPath names, and takes plugins from here"),
-    (".yarnrc", Depth::Anywhere, "host-exec", "yarn runs the program its yarn-path names"),
-    ("mise.toml", Depth::Anywhere, "host-exec", "mise runs hooks and tasks from here when a shell enters the directory"),
-    (".mise.toml", Depth::Anywhere, "host-exec", "mise runs hooks and tasks from here when a shell enters the directory"),
 ];
 
 /// The rules for one diff: the fixed table plus the profile's globs.
@@ -92,6 +79,9 @@ impl Rules {
                     out.push(flag(rule, reason));
                     named = true;
                 }
+            }
+            for reason in crate::hostexec::reasons(path) {
+                out.push(flag("host-exec", reason));
             }
             // A `.git` that is a file or a link names a git directory
             // elsewhere (`gitdir: ...`): git run there on the host reads
@@ -175,7 +165,8 @@ impl Rules {
 /// review's time spent), or a file too large to be read as text. The
 /// sandbox chooses what it writes: a one-line edit in a file past the
 /// bounds would otherwise land unseen. A file read and found binary is
-/// shown for what it is (`binary files differ`) and not flagged.
+/// shown for what it is (`binary files differ`); `crate::unseen` flags it
+/// `binary` when its name or content says it is code the host runs.
 pub(crate) fn not_shown(c: &Change) -> Option<Flag> {
     let reason = match c.content.as_ref()? {
         Content::NotDiffed { reason, .. } => format!(
@@ -384,13 +375,22 @@ mod tests {
     }
 
     #[test]
-    fn hooks_are_sensitive_in_nested_repositories_but_ci_only_at_the_top() {
+    fn hooks_and_workflows_are_sensitive_in_nested_repositories_other_ci_only_at_the_top() {
         let hooks = |p: &str| matches_sensitive(Path::new(p), ".git/hooks/", Depth::Anywhere);
         assert!(hooks(".git/hooks/pre-commit"));
         assert!(hooks("vendor/lib/.git/hooks/post-checkout"));
         assert!(!hooks(".git/hooksx"));
-        let ci = |p: &str| matches_sensitive(Path::new(p), ".github/workflows/", Depth::Top);
+        // A nested repository or submodule runs its own workflows.
+        let rules = Rules::new(None);
+        let ci = |p: &str| {
+            rules
+                .check(&added(p, EntryKind::File, 0o644))
+                .iter()
+                .any(|f| f.rule == "ci")
+        };
         assert!(ci(".github/workflows/ci.yml"));
-        assert!(!ci("docs/.github/workflows/ci.yml"));
+        assert!(ci("vendor/lib/.github/workflows/ci.yml"));
+        assert!(ci(".gitlab-ci.yml"));
+        assert!(!ci("docs/.gitlab-ci.yml"));
     }
 }

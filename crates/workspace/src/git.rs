@@ -49,6 +49,7 @@ pub(crate) struct Repos<'a> {
     host_hooks: &'a [String],
     git_dirs: HashMap<PathBuf, bool>,
     hooks: HashMap<PathBuf, Vec<PathBuf>>,
+    included: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 impl<'a> Repos<'a> {
@@ -58,6 +59,7 @@ impl<'a> Repos<'a> {
             host_hooks,
             git_dirs: HashMap::new(),
             hooks: HashMap::new(),
+            included: HashMap::new(),
         }
     }
 
@@ -180,6 +182,66 @@ impl<'a> Repos<'a> {
         out
     }
 
+    /// The work-tree files that the config of the repository whose top is
+    /// `top` includes (`include.path`, `includeIf.*.path` whatever its
+    /// condition), and the files those include, to git's depth: as
+    /// workspace paths, both as named (`..` resolved as git does, against
+    /// the including file's directory) and where links on the way lead.
+    /// git reads each as its own config.
+    pub(crate) fn included_configs(&mut self, top: &Path) -> Vec<PathBuf> {
+        if let Some(known) = self.included.get(top) {
+            return known.clone();
+        }
+        let mut out = Vec::new();
+        for gitdir in self.git_dirs_of(top) {
+            if gitdir.is_absolute() {
+                continue;
+            }
+            let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+            if let Some(common) = self.common_dir(&gitdir) {
+                configs.push(common.join("config"));
+            }
+            for c in configs {
+                self.includes(&c, 0, &mut out);
+            }
+        }
+        out.sort();
+        out.dedup();
+        self.included.insert(top.to_path_buf(), out.clone());
+        out
+    }
+
+    /// Every file the config file `path` includes, named (lexically, with
+    /// `..` folded) and resolved, into `out`; then theirs.
+    fn includes(&self, path: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        if depth > INCLUDE_DEPTH {
+            return;
+        }
+        let Some(text) = self.read(path) else { return };
+        for (sec, k, value) in parse_config(&text) {
+            let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
+            if !include || value.starts_with('~') {
+                continue;
+            }
+            let inc = Path::new(&value);
+            let inc = if inc.is_absolute() {
+                match inc.strip_prefix(self.view.workspace) {
+                    Ok(rel) => rel.to_path_buf(),
+                    Err(_) => continue,
+                }
+            } else {
+                path.parent().unwrap_or(Path::new("")).join(inc)
+            };
+            if let Some(named) = fold(&inc) {
+                out.push(named);
+            }
+            if let Resolved::Inside(p) = self.view.walk(Path::new(""), &inc, true).end {
+                out.push(p);
+            }
+            self.includes(&inc, depth + 1, out);
+        }
+    }
+
     fn common_dir(&self, gitdir: &Path) -> Option<PathBuf> {
         let text = self.read(&gitdir.join("commondir"))?;
         let named = PathBuf::from(text.trim_end_matches(['\n', '\r']));
@@ -243,6 +305,25 @@ impl<'a> Repos<'a> {
             }
         }
     }
+}
+
+/// `path` with `.` and `..` folded lexically, as git folds an include's
+/// path; `None` when it climbs above the workspace.
+fn fold(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::Normal(n) => out.push(n),
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 /// Every `core.hooksPath` that the host's git config file `config` (a

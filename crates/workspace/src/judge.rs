@@ -83,6 +83,8 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
         let mut found = Vec::new();
         git(&mut repos_after, &mut repos_before, c, &mut found);
         hooks(&mut repos_after, &mut repos_before, c, &mut found);
+        included(&mut repos_after, &mut repos_before, c, &mut found);
+        found.extend(crate::unseen::flag(lower, &upper, c));
         if let Some(f) = npm(t, c) {
             found.push(f);
         }
@@ -279,7 +281,51 @@ fn hooks(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Ve
     }
 }
 
-/// `host-exec`: a package.json whose implicitly run scripts changed.
+/// `git-config`: a work-tree file that a repository's config includes
+/// (`include.path`, `includeIf.*.path`, at any depth): git reads it as its
+/// own config, so it can name programs git runs (core.fsmonitor at the
+/// next `git status`, core.sshCommand, filters) like `.git/config` itself.
+fn included(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Vec<Flag>) {
+    for path in c.paths() {
+        for top in path.ancestors().skip(1) {
+            let mut files = after.included_configs(top);
+            files.extend(before.included_configs(top));
+            if files.iter().any(|f| f == path) {
+                out.push(flag(
+                    "git-config",
+                    format!(
+                        "the git config of the repository at {} includes this file: git obeys it as its own config, which can name programs git runs (core.fsmonitor, core.sshCommand, filters)",
+                        if top.as_os_str().is_empty() {
+                            ".".to_string()
+                        } else {
+                            crate::printable_path(top)
+                        }
+                    ),
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// Keys of package.json besides `scripts` whose values git-hook tools of
+/// the project turn into commands run on the host at the next commit.
+const HOOK_KEYS: &[(&str, &str)] = &[
+    ("lint-staged", "lint-staged runs these commands"),
+    ("nano-staged", "nano-staged runs these commands"),
+    (
+        "simple-git-hooks",
+        "simple-git-hooks writes these commands into git hooks",
+    ),
+    ("husky", "husky (v4) runs its hooks' commands"),
+    ("gitHooks", "yorkie writes these commands into git hooks"),
+    ("ghooks", "ghooks runs these commands as git hooks"),
+    ("pre-commit", "the pre-commit package runs these scripts"),
+    ("pre-push", "the pre-push package runs these scripts"),
+];
+
+/// `host-exec`: a package.json whose implicitly run scripts, or the
+/// commands its git-hook tools run ([`HOOK_KEYS`]), changed.
 fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
     if c.path.file_name()? != "package.json" {
         return None;
@@ -332,6 +378,11 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
                 }
             }
         }
+        for (key, _) in HOOK_KEYS {
+            if let Some(v) = v.get(*key) {
+                out.insert(format!("package.json {key}"), v.to_string());
+            }
+        }
         Ok(out)
     };
     match (scripts(&old), scripts(&new)) {
@@ -340,6 +391,23 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
             "package.json that is not valid JSON: what npm runs from it cannot be told".into(),
         )),
         (Ok(a), Ok(b)) if a == b => None,
+        (Ok(a), Ok(b)) if a.keys().chain(b.keys()).any(|k| k.starts_with("package.json ") && a.get(k) != b.get(k)) => {
+            let why: Vec<&str> = HOOK_KEYS
+                .iter()
+                .filter(|(key, _)| {
+                    let k = format!("package.json {key}");
+                    a.get(&k) != b.get(&k)
+                })
+                .map(|(_, why)| *why)
+                .collect();
+            Some(flag(
+                "host-exec",
+                format!(
+                    "git-hook tools run what package.json names for them on the host at the next commit ({}); it changed",
+                    why.join("; ")
+                ),
+            ))
+        }
         _ => Some(flag(
             "host-exec",
             "npm runs these lifecycle scripts (install, prepare, pre*/post*) on the host without being asked, at the next install or run; they changed".into(),

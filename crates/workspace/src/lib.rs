@@ -27,6 +27,7 @@ pub mod exposure;
 pub mod flags;
 pub mod fsutil;
 mod git;
+mod hostexec;
 mod ignored;
 mod judge;
 pub mod layer;
@@ -39,6 +40,7 @@ pub mod saved;
 pub mod store;
 pub mod textdiff;
 pub mod treecopy;
+mod unseen;
 mod view;
 mod wire;
 

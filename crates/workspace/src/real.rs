@@ -309,14 +309,30 @@ pub(crate) fn write_real(
 /// - an existing host entry gains no group or other bit that the rule of
 ///   [`crate::exposure`] would not give it: in the layer the sandbox
 ///   changed a copy (born in the run, so the live rule let it widen the
-///   copy), and what lands is the original.
+///   copy), and what lands is the original;
+/// - a new entry lands under the committer's umask
+///   ([`crate::exposure::landed_under`]), as one the committer made would.
 fn landing_mode(new: &Entry, host: Option<u32>) -> u32 {
     let mode = if matches!(new.kind, EntryKind::File) {
         new.mode & !0o6000
     } else {
         new.mode
     };
-    crate::exposure::landed(host, mode, new.kind == EntryKind::Dir)
+    crate::exposure::landed_under(host, mode, new.kind == EntryKind::Dir, committer_umask())
+}
+
+/// This process's umask, read from `/proc/self/status` (setting it to
+/// learn it would race the other threads' files). When it cannot be read,
+/// the strictest: new entries then land for their owner alone.
+fn committer_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o077)
 }
 
 pub(crate) fn write_tmp_file(

@@ -94,6 +94,7 @@ mod review12_stop;
 mod review13_quota;
 mod review13_records;
 mod review14_landing;
+mod review23_flags;
 mod review2_attacks;
 mod review_cost;
 mod review_unshown;

@@ -1,0 +1,200 @@
+//! Tool configurations that make a program run on the host: files the
+//! person's own tools (agents, editors, build tools, version control,
+//! shells) read when they next start in the project, and that name a
+//! command, a hook, a wrapper, a download or an environment for them to
+//! run. A change to one is flagged `host-exec`: the diff shows its text,
+//! but a reviewer must know that this text is a command line for the host,
+//! not data of the project.
+//!
+//! The table is the rule: one row per path with the reason it runs on the
+//! host, so that a reviewer reads it as prose. Programs themselves
+//! (Makefiles, `build.rs`, test files, scripts) are not here: they are the
+//! project's code, shown in full by the diff, and the threat model's
+//! known limit says so. What is here is configuration that turns into a
+//! command without looking like one.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Paths a tool on the host runs something from, and why. A pattern ending
+/// in `/` covers everything below that directory; one holding `*` is a
+/// glob over as many trailing path components as it has (`*` does not
+/// cross `/`); otherwise it names one path. Every row holds at any depth:
+/// a nested project, a submodule, a folder opened on its own in an editor
+/// are each a top for their tools.
+pub(crate) const TOOLS: &[(&str, &str)] = &[
+    // Agents and editors: opened in the project, they run what these name.
+    (".claude/", "Claude Code runs the hook commands and MCP servers its settings here name when it starts in the project"),
+    (".mcp.json", "MCP clients start the servers this names (a command line) when they open the project"),
+    (".cursor/", "Cursor starts the MCP servers and runs the hooks configured here"),
+    (".gemini/", "Gemini CLI starts the MCP servers and tool commands its settings here name"),
+    (".codex/", "Codex starts the MCP servers its configuration here names"),
+    (".zed/", "Zed runs tasks and language servers configured here"),
+    (".helix/", "Helix starts the language servers its languages.toml here names"),
+    (".vscode/", "editors run tasks (runOn: folderOpen) and apply settings from here"),
+    ("*.code-workspace", "VS Code runs a workspace file's tasks (runOn: folderOpen) and applies its settings"),
+    (".idea/", "the IDE runs configurations and startup tasks from here"),
+    (".devcontainer/", "dev container definitions choose images and commands run on the host (initializeCommand)"),
+    (".devcontainer.json", "dev container definitions choose images and commands run on the host (initializeCommand)"),
+    (".nvim.lua", "Neovim with 'exrc' runs it when started in the directory"),
+    (".nvimrc", "Neovim with 'exrc' runs it when started in the directory"),
+    (".exrc", "Vim with 'exrc' runs it when started in the directory"),
+    (".gdbinit", "gdb runs its commands when started in the directory (where auto-load allows)"),
+    (".lldbinit", "lldb runs its commands when started in the directory (where allowed)"),
+    (".pdbrc", "pdb runs its commands when a debugger starts in the directory"),
+    // Shells entering the directory.
+    (".envrc", "direnv runs it when a shell enters the directory"),
+    (".env", "direnv's dotenv (and docker compose, bun, dotenv loaders) put it in the environment of the owner's commands: GIT_CONFIG_*, NODE_OPTIONS, PATH"),
+    (".env.*", "dotenv loaders put it in the environment of the owner's commands: GIT_CONFIG_*, NODE_OPTIONS, PATH"),
+    ("mise*.toml", "mise runs hooks and tasks from here when a shell enters the directory"),
+    (".mise*.toml", "mise runs hooks and tasks from here when a shell enters the directory"),
+    (".mise/", "mise runs hooks and tasks from here when a shell enters the directory"),
+    (".config/mise/", "mise runs hooks and tasks from here when a shell enters the directory"),
+    (".config/mise.toml", "mise runs hooks and tasks from here when a shell enters the directory"),
+    // Git hook managers.
+    (".pre-commit-config.yaml", "pre-commit runs these hooks on the host at the next commit"),
+    (".husky/", "husky makes these git hooks at the next npm install, and its hooks run them"),
+    (".huskyrc*", "husky (v4) runs the hook commands named here at the next commit"),
+    ("lefthook.yml", "lefthook runs the commands it names as git hooks"),
+    (".lefthook.yml", "lefthook runs the commands it names as git hooks"),
+    ("lefthook-local.yml", "lefthook runs the commands it names as git hooks"),
+    (".lefthook/", "lefthook runs these scripts as git hooks"),
+    (".lintstagedrc*", "lint-staged runs these commands at the next commit"),
+    ("lint-staged.config.*", "lint-staged runs these commands at the next commit"),
+    (".simple-git-hooks*", "simple-git-hooks writes these commands into git hooks"),
+    ("simple-git-hooks.*", "simple-git-hooks writes these commands into git hooks"),
+    // Node.
+    (".npmrc", "npm takes its script shell, node options and registries from here"),
+    (".yarnrc.yml", "yarn runs the program its yarnPath names, and takes plugins from here"),
+    (".yarnrc", "yarn runs the program its yarn-path names"),
+    (".yarn/releases/", "yarn runs the release kept here at every yarn command"),
+    (".yarn/plugins/", "yarn loads the plugins kept here at every yarn command"),
+    (".pnpmfile.cjs", "pnpm runs it at every pnpm install"),
+    ("binding.gyp", "npm runs node-gyp rebuild at install when a package holds one, and gyp runs its <!(...) commands"),
+    // Rust.
+    (".cargo/config.toml", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
+    (".cargo/config", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
+    ("rust-toolchain.toml", "rustup runs the toolchain it names (a path) for every cargo and rustc in the directory"),
+    ("rust-toolchain", "rustup runs the toolchain it names (a path) for every cargo and rustc in the directory"),
+    // JVM and Bazel: wrappers that download and run another program.
+    ("gradle/wrapper/gradle-wrapper.properties", "the gradle wrapper downloads and runs the distribution its distributionUrl names"),
+    ("gradle.properties", "gradle starts its daemon with the JVM options named here (org.gradle.jvmargs: a -javaagent)"),
+    (".mvn/", "maven takes its JVM options, extensions and its wrapper's download (distributionUrl) from here"),
+    (".bazeliskrc", "bazelisk downloads and runs the bazel its BAZELISK_BASE_URL names"),
+    (".bazelrc", "bazel takes startup options (host JVM arguments, tool paths) from here"),
+    // Python: a .pth line starting with `import` runs at every start of
+    // the interpreter whose site-packages holds it.
+    ("*.pth", "Python runs its import lines at every start of an interpreter whose site-packages holds it"),
+    // Other version control.
+    (".hg/hgrc", "Mercurial runs the [hooks] and extensions named here at the next hg command"),
+    (".jj/repo/config.toml", "Jujutsu runs the editor, pager, diff and merge tools named here"),
+];
+
+/// The reasons of every row of [`TOOLS`] that `path` matches.
+pub(crate) fn reasons(path: &Path) -> impl Iterator<Item = &'static str> + '_ {
+    TOOLS
+        .iter()
+        .filter(move |(pattern, _)| matches(path, pattern))
+        .map(|(_, reason)| *reason)
+}
+
+/// Whether `path` (relative to the workspace) is covered by `pattern` in
+/// any of its directories.
+pub(crate) fn matches(path: &Path, pattern: &str) -> bool {
+    let comps: Vec<Component> = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    (0..comps.len()).any(|i| hit(&comps[i..].iter().collect::<PathBuf>(), pattern))
+}
+
+fn hit(p: &Path, pattern: &str) -> bool {
+    if let Some(dir) = pattern.strip_suffix('/') {
+        let dir = Path::new(dir);
+        return p.starts_with(dir) && p != dir;
+    }
+    if !pattern.contains('*') {
+        return p == Path::new(pattern);
+    }
+    // A glob over the path's last components, as many as it has.
+    let depth = Path::new(pattern).components().count();
+    if p.components().count() != depth {
+        return false;
+    }
+    let opts = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: false,
+    };
+    glob::Pattern::new(pattern).is_ok_and(|g| g.matches_path_with(p, opts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path the row `pattern` covers, below `dir`.
+    fn example(dir: &str, pattern: &str) -> PathBuf {
+        let p = PathBuf::from(dir);
+        match pattern.strip_suffix('/') {
+            Some(d) => p.join(d).join("settings.json"),
+            None => p.join(pattern.replace('*', "x")),
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_table_is_flagged_host_exec_at_the_top_and_nested() {
+        let rules = crate::flags::Rules::new(None);
+        for (pattern, reason) in TOOLS {
+            for p in [example("", pattern), example("sub/dir", pattern)] {
+                assert!(matches(&p, pattern), "{pattern}: {}", p.display());
+                let c = crate::change::Change {
+                    path: p.clone(),
+                    kind: crate::change::ChangeKind::Modified,
+                    from: None,
+                    old: Some(file()),
+                    new: Some(file()),
+                    content: None,
+                    flags: Vec::new(),
+                    digest: String::new(),
+                    ignored: false,
+                    copied_up: false,
+                };
+                let flags = rules.check(&c);
+                assert!(
+                    flags
+                        .iter()
+                        .any(|f| f.rule == "host-exec" && f.reason == *reason),
+                    "{} is not flagged for {pattern}: {flags:?}",
+                    p.display()
+                );
+            }
+        }
+    }
+
+    fn file() -> crate::change::Entry {
+        crate::change::Entry {
+            kind: crate::change::EntryKind::File,
+            mode: 0o644,
+            size: 1,
+            target: None,
+        }
+    }
+
+    #[test]
+    fn globs_stay_within_one_name_and_directories_cover_only_what_is_below() {
+        assert!(matches(
+            Path::new("a/b/x.code-workspace"),
+            "*.code-workspace"
+        ));
+        assert!(!matches(Path::new("a/.lintstagedrc/x"), ".lintstagedrc*"));
+        assert!(matches(Path::new(".lintstagedrc.json"), ".lintstagedrc*"));
+        assert!(matches(Path::new("a/.vscode/tasks.json"), ".vscode/"));
+        assert!(!matches(Path::new(".vscode"), ".vscode/"));
+        assert!(!matches(Path::new("src/env.rs"), ".env"));
+        assert!(!matches(Path::new("src/x.environment"), ".env.*"));
+        assert!(matches(
+            Path::new("x/gradle/wrapper/gradle-wrapper.properties"),
+            "gradle/wrapper/gradle-wrapper.properties"
+        ));
+    }
+}
