@@ -28,7 +28,8 @@
 //! for one sandbox, so a VM's two servers together spend no more than
 //! its one limit. A stand-in file server calling `chmod` in a loop, as
 //! one answering a fast guest does, made a VM's two judges spend 27 % of
-//! a core under `--cpus 0.05`, 1.8 cores without a limit.
+//! a core under `--cpus 0.05` (1.8 cores without a limit); on one
+//! account, 5 %.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
