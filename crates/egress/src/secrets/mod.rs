@@ -35,6 +35,7 @@ mod coding;
 mod heads;
 mod outbound;
 mod paid;
+mod readable;
 mod rewrite;
 mod ruled;
 mod scan;

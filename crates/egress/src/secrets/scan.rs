@@ -13,11 +13,11 @@
 //! case everywhere, escapes are read wherever they stand), and the
 //! [`super::rewrite::Rewriter`] decides, with each pattern's exact rules,
 //! only in the few bytes before such a place. It costs one automaton step
-//! per byte (two at an escape), the same for text of one repeated letter,
+//! per byte (two or three at an escape), the same for text of one repeated letter,
 //! random base64 or prose, so no text a server sends can make scrubbing
 //! slower than that.
 
-use super::spelled::{self, escape_at};
+use super::spelled::{self, escapes_at};
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
@@ -73,7 +73,7 @@ impl Cores {
 
 /// Bytes that may open an escape: where a second reading starts.
 fn opens_escape(b: u8) -> bool {
-    matches!(b, b'%' | b'\\' | b'&' | b'+')
+    matches!(b, b'%' | b'\\' | b'&' | b'+' | b'=')
 }
 
 type States = SmallVec<[StateID; 4]>;
@@ -159,10 +159,10 @@ impl Scan {
             let r = self.at - base;
             let states = std::mem::take(&mut self.ring[self.at % RING]);
             let byte = text[r];
-            let escape = if opens_escape(byte) {
-                escape_at(&text[r..])
+            let escapes = if opens_escape(byte) {
+                escapes_at(&text[r..])
             } else {
-                None
+                SmallVec::new()
             };
             // What the next position holds was reached ahead of it (by an
             // escape) or is about to be (by this byte).
@@ -175,7 +175,7 @@ impl Scan {
                     hit(base + r, base + r + 1);
                 }
                 self.put(self.at + 1, next);
-                if let Some((decoded, len)) = escape {
+                for &(decoded, len) in &escapes {
                     let next = cores.step(s, decoded);
                     if cores.is_match(next) {
                         hit(base + r, base + r + len);

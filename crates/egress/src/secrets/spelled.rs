@@ -1,10 +1,12 @@
 //! Finding bytes in any common text spelling of themselves: what a server
 //! (or code inside the sandbox) may turn a secret's value into without
 //! changing what it means. Each byte of the sought bytes may stand as
-//! itself (letters in either case), percent-encoded (`%2f`, `%2F`), as a
-//! JSON or JavaScript escape (`\u002f`, `\x2f`, `\/`, `\"`, `\\`), as an
-//! HTML character reference (`&#47;`, `&#x2F;`, `&sol;`), or `+` for a
-//! space; spellings may be mixed within one occurrence (as encoders that
+//! itself (letters in either case), percent-encoded (`%2f`, `%2F`, IIS's
+//! `%u002f`), quoted-printable (`=2F`), as a JSON, JavaScript, C or CSS
+//! escape (`\u002f`, `\u{2f}`, `\x2f`, `\/`, `\"`, `\\`, octal `\057`,
+//! CSS's `\2f `), as an HTML character reference (`&#47;`, `&#x2F;`,
+//! `&sol;`, and a numeric one without its `;`), or `+` for a space;
+//! spellings may be mixed within one occurrence (as encoders that
 //! leave reserved characters alone produce). Nothing here allocates per
 //! byte of the text or can take more than quadratic time.
 
@@ -72,51 +74,108 @@ fn hex(digits: &[u8]) -> Option<u32> {
     u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
 }
 
-/// The byte an escape at the start of `text` stands for, and the escape's
-/// length: `%2F` (either case), `\u002f`, `\x2f`, `\/` (and `\"`, `\\`,
-/// `\'`), `&#47;`, `&#x2F;`, `&sol;`, or `+` for a space. `None` when
-/// `text` starts with no escape (a byte that stands for itself).
-pub(super) fn escape_at(text: &[u8]) -> Option<(u8, usize)> {
-    let byte = |code: Option<u32>| code.and_then(|c| u8::try_from(c).ok());
-    match *text.first()? {
-        b'%' => byte(text.get(1..3).and_then(hex)).map(|b| (b, 3)),
-        b'+' => Some((b' ', 1)),
-        b'\\' => match text.get(1) {
-            Some(b'u' | b'U') => byte(text.get(2..6).and_then(hex)).map(|b| (b, 6)),
-            Some(b'x' | b'X') => byte(text.get(2..4).and_then(hex)).map(|b| (b, 4)),
-            Some(&c) if b"/\"\\'".contains(&c) => Some((c, 2)),
-            _ => None,
-        },
-        b'&' => {
-            let end = text.iter().take(LONGEST + 4).position(|&c| c == b';')?;
-            if end >= LONGEST {
-                return None;
-            }
-            let code = match &text[1..end] {
-                [b'#', b'x' | b'X', digits @ ..] if digits.len() <= 6 => hex(digits),
-                [b'#', digits @ ..]
-                    if !digits.is_empty()
-                        && digits.len() <= 7
-                        && digits.iter().all(u8::is_ascii_digit) =>
-                {
-                    std::str::from_utf8(digits)
-                        .ok()
-                        .and_then(|d| d.parse().ok())
-                }
-                name => NAMED
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, c)| *c as u32),
-            };
-            byte(code).map(|b| (b, end + 1))
-        }
+/// The value of the longest run (at most `most` digits) of digits of
+/// `radix` at the start of `text`, and its length: escapes that end where
+/// their digits do (`&#119`, `\167`, CSS's `\77`) are read as their
+/// decoders read them, as far as a digit goes.
+fn digits(text: &[u8], radix: u32, most: usize) -> Option<(u32, usize)> {
+    let n = text
+        .iter()
+        .take(most)
+        .take_while(|c| char::from(**c).is_digit(radix))
+        .count();
+    if n == 0 {
+        return None;
+    }
+    let run = std::str::from_utf8(text.get(..n)?).ok()?;
+    u32::from_str_radix(run, radix).ok().map(|v| (v, n))
+}
+
+/// The readings of an HTML character reference at the start of `text`
+/// (`&#47;`, `&#x2F;`, `&sol;`; a numeric one without its `;` too, as
+/// HTML parsers read `&#119&#74`).
+fn reference(text: &[u8]) -> Option<(u32, usize)> {
+    let numeric = match text.get(1..3) {
+        Some([b'#', b'x' | b'X']) => digits(&text[3..], 16, 6).map(|(v, n)| (v, n + 3)),
+        Some([b'#', _]) => digits(&text[2..], 10, 7).map(|(v, n)| (v, n + 2)),
         _ => None,
+    };
+    if let Some((v, n)) = numeric {
+        let semi = usize::from(text.get(n) == Some(&b';'));
+        return Some((v, n + semi));
+    }
+    let end = text.iter().take(LONGEST + 4).position(|&c| c == b';')?;
+    if end >= LONGEST {
+        return None;
+    }
+    NAMED
+        .iter()
+        .find(|(n, _)| *n == &text[1..end])
+        .map(|(_, c)| (u32::from(*c), end + 1))
+}
+
+/// The readings of a backslash escape at the start of `text`: JSON's and
+/// JavaScript's (`\u002f`, ES6's `\u{2f}`, `\x2f`, `\/`, `\"`, `\\`,
+/// `\'`), C's and PHP's octal (`\057`), and CSS's hexadecimal (`\2f`,
+/// ended by one space if it has one). `\167` is octal to one reader and
+/// CSS to another: both readings are given.
+fn backslash(text: &[u8], out: &mut SmallVec<[(u32, usize); 2]>) {
+    match text.get(1) {
+        Some(b'u' | b'U') if text.get(2) == Some(&b'{') => {
+            if let Some((v, n)) = digits(&text[3..], 16, 6) {
+                if text.get(3 + n) == Some(&b'}') {
+                    out.push((v, n + 4));
+                }
+            }
+        }
+        Some(b'u' | b'U') => out.extend(text.get(2..6).and_then(hex).map(|v| (v, 6))),
+        Some(b'x' | b'X') => out.extend(text.get(2..4).and_then(hex).map(|v| (v, 4))),
+        Some(&c) if b"/\"\\'".contains(&c) => out.push((u32::from(c), 2)),
+        Some(c) if c.is_ascii_hexdigit() => {
+            if let Some((v, n)) = digits(&text[1..], 8, 3) {
+                out.push((v, n + 1));
+            }
+            if let Some((v, n)) = digits(&text[1..], 16, 6) {
+                let space = match text.get(1 + n..) {
+                    Some([b'\r', b'\n', ..]) => 2,
+                    Some([b' ' | b'\t' | b'\n' | b'\r' | b'\x0c', ..]) => 1,
+                    _ => 0,
+                };
+                if !out.contains(&(v, n + 1 + space)) {
+                    out.push((v, n + 1 + space));
+                }
+            }
+        }
+        _ => {}
     }
 }
 
-/// The lengths of the spellings of `b` at the start of `text`: at most
-/// two (the byte itself, and one escape).
-fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 2]> {
+/// The bytes an escape at the start of `text` may stand for, each with
+/// the escape's length: `%2F` (either case) and IIS's `%u002F`, `+` for a
+/// space, quoted-printable's `=2F`, the backslash escapes of JSON,
+/// JavaScript, C and CSS ([`backslash`]), and HTML's character references
+/// ([`reference`]). Empty when `text` starts with no escape (a byte that
+/// stands for itself). An escape read two ways (`\101`) gives both.
+pub(super) fn escapes_at(text: &[u8]) -> SmallVec<[(u8, usize); 2]> {
+    let mut read: SmallVec<[(u32, usize); 2]> = SmallVec::new();
+    match text.first() {
+        Some(b'%') if matches!(text.get(1), Some(b'u' | b'U')) => {
+            read.extend(text.get(2..6).and_then(hex).map(|v| (v, 6)));
+        }
+        Some(b'%' | b'=') => read.extend(text.get(1..3).and_then(hex).map(|v| (v, 3))),
+        Some(b'+') => read.push((u32::from(b' '), 1)),
+        Some(b'\\') => backslash(text, &mut read),
+        Some(b'&') => read.extend(reference(text)),
+        _ => {}
+    }
+    read.into_iter()
+        .filter_map(|(v, n)| u8::try_from(v).ok().map(|b| (b, n)))
+        .collect()
+}
+
+/// The lengths of the spellings of `b` at the start of `text`: the byte
+/// itself, and each escape that reads as it.
+fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 3]> {
     let mut out = SmallVec::new();
     let Some(&first) = text.first() else {
         return out;
@@ -124,14 +183,16 @@ fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 2]> {
     if first.eq_ignore_ascii_case(&b) {
         out.push(1);
     }
-    if let Some((_, n)) = escape_at(text).filter(|&(d, _)| d == b) {
-        out.push(n);
+    for (d, n) in escapes_at(text) {
+        if d == b && !out.contains(&n) {
+            out.push(n);
+        }
     }
     out
 }
 
 /// Bytes an occurrence of `b`, spelled, may start with.
-pub(super) fn openers(b: u8) -> SmallVec<[u8; 6]> {
+pub(super) fn openers(b: u8) -> SmallVec<[u8; 7]> {
     let mut out = SmallVec::new();
     out.extend_from_slice(&[
         b.to_ascii_lowercase(),
@@ -139,6 +200,7 @@ pub(super) fn openers(b: u8) -> SmallVec<[u8; 6]> {
         b'%',
         b'\\',
         b'&',
+        b'=',
     ]);
     if b == b' ' {
         out.push(b'+');
@@ -203,6 +265,38 @@ mod tests {
             );
         }
         assert_eq!(find_at(v, b"sk/Live+tok:x=R"), None);
+        assert_eq!(find_at(v, b"sk/Live+tok:x=q="), Some(15));
+    }
+
+    #[test]
+    fn spellings_servers_emit_where_they_echo_a_token_are_found_whole() {
+        // Each as the review of a reflecting server found it unscrubbed:
+        // quoted-printable, HTML references without `;`, C and PHP octal,
+        // CSS escapes (ended by a space or not), ES6 `\u{..}`, IIS `%u`.
+        let v = b"sk/Live+tok:x=Q";
+        for text in [
+            &b"sk=2FLive=2Btok=3Ax=3DQ"[..],
+            b"&#115&#107&#47Live&#43tok&#58x&#61Q",
+            b"sk&#x2FLive&#x2Btok&#x3Ax&#x3DQ",
+            b"\\163\\153\\057Live\\053tok\\072x\\075Q",
+            b"sk\\2f Live\\2B tok\\3a x\\3d Q",
+            b"sk\\00002fLive\\2btok\\3ax\\3d\r\nQ",
+            b"sk\\u{2f}Live\\u{2B}tok\\u{3a}x\\u{00003d}Q",
+            b"sk%u002FLive%u002Btok%u003Ax%u003DQ",
+        ] {
+            let mut padded = text.to_vec();
+            padded.extend_from_slice(b" and more");
+            assert_eq!(
+                find_at(v, &padded),
+                Some(text.len()),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // Octal to one reader, CSS to another: both are read.
+        assert_eq!(find_at(b"w", b"\\167"), Some(4));
+        assert_eq!(find_at(b"A", b"\\41"), Some(3));
+        assert_eq!(find_at(b"!", b"\\41"), Some(3));
         assert_eq!(find_at(v, b"sk/Live+tok:x="), None);
         // A `%` in the value itself, written raw or encoded.
         assert_eq!(find_at(b"a%25b", b"a%25b"), Some(5));

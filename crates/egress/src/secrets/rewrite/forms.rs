@@ -72,6 +72,12 @@ pub(in crate::secrets) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
             ));
         }
         out.extend(value_forms(&s.value, Action::Replace(p.to_vec()), i));
+        // In the wide encodings a server answers in when asked for them
+        // (`Accept-Charset: utf-16`, an `Accept` with a charset): the
+        // value's UTF-16 and UTF-32 becomes the placeholder's.
+        for (from, to) in wide_forms(&s.value).into_iter().zip(wide_forms(p)) {
+            out.push(Pattern::exact(from, Action::Replace(to), i));
+        }
         // Base64 at each alignment becomes the placeholder's base64, the
         // text around it still valid base64 of the same data.
         let to = b64::congruent(p, s.value.len());
@@ -85,6 +91,26 @@ pub(in crate::secrets) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
         }
     }
     out
+}
+
+/// `v` in UTF-16 and UTF-32, little- and big-endian, when it is text;
+/// none when it is not.
+fn wide_forms(v: &[u8]) -> Vec<Vec<u8>> {
+    let Ok(text) = std::str::from_utf8(v) else {
+        return Vec::new();
+    };
+    // Built straight into the forms (which the patterns erase): no
+    // other copy of the value is left behind.
+    vec![
+        text.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+        text.encode_utf16().flat_map(u16::to_be_bytes).collect(),
+        text.chars()
+            .flat_map(|c| u32::from(c).to_le_bytes())
+            .collect(),
+        text.chars()
+            .flat_map(|c| u32::from(c).to_be_bytes())
+            .collect(),
+    ]
 }
 
 /// Every byte but the unreserved ones (RFC 3986) as `%XX`.

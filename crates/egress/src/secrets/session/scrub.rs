@@ -1,14 +1,15 @@
 //! A response from a secret's host on its way back to the sandbox: its
 //! reason phrase and headers scrubbed of the secrets' values, its body
 //! decoded from its codings and scrubbed as it streams, one that cannot
-//! be read to check it withheld, and none relayed where a response has
+//! be read to check it (an unknown coding, a charset that does not spell
+//! ASCII as ASCII) withheld, and none relayed where a response has
 //! none (to HEAD, a 1xx, 204 or 304), whatever the upstream sent. It never touches the request (the
 //! exchange did) and never records a value, only which secret was
 //! scrubbed.
 
 use super::super::coding::{self, DecodeBody};
 use super::super::rewrite::{rewrite_headers, Action, Kind, RewriteBody, Rewriter};
-use super::super::{BoxError, OutBody};
+use super::super::{readable, BoxError, OutBody};
 use super::{text, Session, HOP_BY_HOP};
 use crate::decision::{Reason, SecretAction};
 use http_body_util::BodyExt;
@@ -88,6 +89,18 @@ fn scrubbed(s: &Arc<Session>, response: Response<Incoming>, bodiless: bool) -> R
             )
         }
     };
+    let charset = response
+        .headers()
+        .get_all(http::header::CONTENT_TYPE)
+        .iter()
+        .find_map(|v| readable::unreadable_charset(v.as_bytes()));
+    if let Some(charset) = charset.filter(|_| !bodiless && !s.term.secrets.is_empty()) {
+        return withhold(
+            s,
+            &format!("a response in the {charset} charset from a secret's host was withheld (warden cannot read it to check it for the value)"),
+            format!("warden: the server sent its response in the {charset} charset, which warden cannot read to check it for secrets, so it is withheld\n"),
+        );
+    }
     if let Some(why) = coding::too_costly(&codings).filter(|_| !bodiless) {
         return withhold(
             s,
