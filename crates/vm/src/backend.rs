@@ -441,7 +441,7 @@ fn confine(
         limits: &limits,
         refuse: explicit && !spec.allow_degraded,
         process: "the VMM",
-        without: "only the guest's RAM bounds it",
+        without: "only the guest's RAM bounds it, and neither its CPU nor its virtiofsd's is limited (the supervisor's judge of their file calls alone still keeps the sandbox's CPU limit)",
     };
     warden_jail::confine::host_process(&confine, events).map_err(VmError::Cgroup)
 }
