@@ -153,6 +153,11 @@ pub enum Problem {
     /// a mount namespace only root makes.
     #[error("gvisor keeps a named sandbox's workspace layer or home only when warden runs as root here: rootless, nothing holds what runsc writes there within the sandbox's disk budget (`resources.disk`, half its memory unless given); run warden as root, or use `isolation process`")]
     GvisorKeptLayerRootless,
+    /// The display reaches its viewer through a Unix socket of the
+    /// sandbox's file tree, which a connection into runsc's sandbox
+    /// cannot open.
+    #[error("cannot be used with `isolation gvisor` yet: the display reaches its viewer through a Unix socket of the sandbox's file tree, which a connection into a gVisor sandbox cannot open; leave the desktop out, or use `isolation process`")]
+    DesktopWithGvisor,
 }
 
 impl Problem {
@@ -218,6 +223,7 @@ impl Problem {
             Problem::CachesWithGvisor => "caches_with_gvisor",
             Problem::VolumesWithGvisor => "volumes_with_gvisor",
             Problem::GvisorKeptLayerRootless => "gvisor_kept_layer_rootless",
+            Problem::DesktopWithGvisor => "desktop_with_gvisor",
         }
     }
 

@@ -140,7 +140,7 @@ fn refused_create(d: &Daemon, body: &str) -> (u16, String, String, String) {
 }
 
 #[test]
-fn what_gvisor_cannot_hold_within_the_disk_budget_is_refused_with_its_own_code_at_its_field() {
+fn what_gvisor_cannot_give_is_refused_with_its_own_code_at_its_field_and_nothing_is_made() {
     if !curl_available() {
         return skip("curl is not installed");
     }
@@ -182,6 +182,17 @@ fn what_gvisor_cannot_hold_within_the_disk_budget_is_refused_with_its_own_code_a
             "invalid_spec".into(),
             "volumes_with_gvisor".into(),
             "/spec/filesystem/volumes/0".into()
+        )
+    );
+    // Before: 422 `refused` once the supervisor tried, no reason, no field.
+    let body = r#"{"name":"gd","start":true,"spec":{"isolation":"gvisor","desktop":true}}"#;
+    assert_eq!(
+        refused_create(&d, body),
+        (
+            422,
+            "invalid_spec".into(),
+            "desktop_with_gvisor".into(),
+            "/spec/desktop".into()
         )
     );
     // The command line: the same refusal, named by its flags.

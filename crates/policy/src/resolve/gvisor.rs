@@ -12,16 +12,22 @@ use crate::{CacheMount, Isolation};
 /// Refuse what runsc would write on the host past the sandbox's disk
 /// budget: caches and volumes (its file server binds them whole), and,
 /// when warden runs without root, a kept workspace layer or home (`keeps`:
-/// the budget is a tmpfs of a mount namespace only root makes).
+/// the budget is a tmpfs of a mount namespace only root makes); and a
+/// desktop, whose display is reached through a Unix socket of the
+/// sandbox's tree, which a connection into runsc's sandbox cannot open.
 pub(super) fn check(
     isolation: Isolation,
     rootless: bool,
     keeps: bool,
     caches: &[CacheMount],
     volumes: &[VolumeMount],
+    desktop: bool,
 ) -> Result<(), ResolveError> {
     if isolation != Isolation::Gvisor {
         return Ok(());
+    }
+    if desktop {
+        return Err(Field::Desktop.invalid(Problem::DesktopWithGvisor));
     }
     if !caches.is_empty() {
         return Err(Field::Caches.invalid(Problem::CachesWithGvisor));
@@ -71,7 +77,8 @@ mod tests {
     }
 
     #[test]
-    fn caches_and_volumes_under_gvisor_are_refused_at_their_own_field_with_their_own_code() {
+    fn caches_volumes_and_a_desktop_under_gvisor_are_refused_at_their_own_field_with_their_own_code(
+    ) {
         let gvisor = (Field::Isolation, "gvisor");
         assert_eq!(
             refusal(&[gvisor, (Field::Caches, "pip")], false),
@@ -80,6 +87,10 @@ mod tests {
         assert_eq!(
             refusal(&[gvisor, (Field::Volumes, "/srv/data:/mnt/data")], false),
             Some((Field::Volumes, "volumes_with_gvisor"))
+        );
+        assert_eq!(
+            refusal(&[gvisor, (Field::Desktop, "true")], false),
+            Some((Field::Desktop, "desktop_with_gvisor"))
         );
         // The process backend holds both within the disk budget.
         assert_eq!(refusal(&[(Field::Caches, "pip")], true), None);

@@ -187,6 +187,7 @@ impl Layer {
             overlay.is_some() || matches!(home_spec, Home::Dir(_)),
             &caches,
             &volumes,
+            desktop.is_some(),
         )?;
         let runs_on_host = files::runs_on_host(self)?;
         if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
