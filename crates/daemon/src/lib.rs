@@ -286,6 +286,15 @@ pub async fn bind(
                 }),
         );
         record(&cfg.state_dir, &roots)?;
+        // And beside the catalogue: a command line that keeps another
+        // state directory but reads the same profiles sees them there.
+        if let Some(config) = app.catalog.config_dir.as_deref().filter(|d| d.is_dir()) {
+            if let Err(e) = record(config, &roots) {
+                notes.push(format!(
+                    "{e}: a command line with another state directory than this daemon's will not hold secret programs to these roots"
+                ));
+            }
+        }
     }
     let tcp = match cfg.listen {
         None => None,

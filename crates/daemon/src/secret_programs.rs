@@ -44,11 +44,13 @@ pub(crate) fn allowed(
             .map(|v| std::fs::canonicalize(&v.path).unwrap_or_else(|_| v.path.clone())),
     );
     writable.push(std::fs::canonicalize(&app.state_dir).unwrap_or_else(|_| app.state_dir.clone()));
-    // And the roots every daemon of this state directory recorded: an
-    // earlier start's roots may hold its tokens' files
+    // And the roots every daemon of this state directory or this
+    // catalogue recorded: an earlier start's roots may hold its tokens'
+    // files
     // (`warden_runtime::daemon_roots`). A record that cannot be read
     // runs no secret program.
-    match warden_runtime::daemon_roots::writable(&app.state_dir) {
+    match warden_runtime::daemon_roots::writable(&app.state_dir, app.catalog.config_dir.as_deref())
+    {
         Ok(recorded) => writable.extend(recorded.into_iter().map(|r| r.path)),
         Err(e) => {
             tracing::warn!(sandbox = sb.name(), "not started: {e}");

@@ -1,6 +1,6 @@
 //! The directories a daemon lets tokens write (its workspace roots and
-//! the volumes it mounts writable), recorded in its state directory when
-//! it starts, and the rule for secret programs
+//! the volumes it mounts writable), recorded in its state directory and
+//! its catalogue's configuration directory when it starts, and the rule for secret programs
 //! ([`crate::secret_programs`]) applied with them by another warden
 //! process of the same state: the owner's command line, reading the same
 //! profiles, would otherwise run as the owner a program a token's sandbox
@@ -49,8 +49,8 @@ impl RootKind {
     /// What the directory is, for a message.
     pub fn describe(self) -> &'static str {
         match self {
-            RootKind::WorkspaceRoot => "a workspace root a daemon of this state directory recorded",
-            RootKind::Volume => "a writable volume a daemon of this state directory recorded",
+            RootKind::WorkspaceRoot => "a workspace root a daemon recorded",
+            RootKind::Volume => "a writable volume a daemon recorded",
             RootKind::State => "warden's state directory",
         }
     }
@@ -161,16 +161,22 @@ pub fn record(state: &Path, roots: &[Root]) -> Result<(), RootsError> {
         .map_err(|source| RootsError::Write { path, source })
 }
 
-/// Every directory of state directory `state` where tokens may write: the
-/// state itself and each root recorded there, each both as recorded and
-/// as it resolves now (a directory moved or replaced by a link since
-/// still counts where it was).
-pub fn writable(state: &Path) -> Result<Vec<Root>, RootsError> {
+/// Every directory where tokens may write, for a process of state
+/// directory `state` reading the catalogue of configuration directory
+/// `config`: the state itself and each root recorded in either (a daemon
+/// records in its state and in its catalogue's directory, so a command
+/// line of another state that reads the same profiles sees it too),
+/// each both as recorded and as it resolves now (a directory moved or
+/// replaced by a link since still counts where it was).
+pub fn writable(state: &Path, config: Option<&Path>) -> Result<Vec<Root>, RootsError> {
     let mut all = vec![Root {
         kind: RootKind::State,
         path: std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf()),
     }];
     all.extend(recorded(state)?);
+    if let Some(config) = config {
+        all.extend(recorded(config)?);
+    }
     let now: Vec<Root> = all
         .iter()
         .filter_map(|r| {
@@ -188,8 +194,13 @@ pub fn writable(state: &Path) -> Result<Vec<Root>, RootsError> {
 /// The rule for secret programs ([`crate::secret_programs::check`]),
 /// applied by a process that is not the daemon (the owner's command
 /// line) before `spec`'s secret programs run: with the directories of
-/// every daemon that recorded its roots in `state` ([`writable`]).
-pub fn check_spec(spec: &SandboxSpec, state: &Path) -> Result<(), RootsError> {
+/// every daemon that recorded its roots in `state` or in the catalogue's
+/// directory `config` ([`writable`]).
+pub fn check_spec(
+    spec: &SandboxSpec,
+    state: &Path,
+    config: Option<&Path>,
+) -> Result<(), RootsError> {
     let NetworkSpec::Egress(egress) = &spec.network else {
         return Ok(());
     };
@@ -200,7 +211,7 @@ pub fn check_spec(spec: &SandboxSpec, state: &Path) -> Result<(), RootsError> {
     {
         return Ok(());
     }
-    let roots = writable(state)?;
+    let roots = writable(state, config)?;
     let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
     check(&egress.secrets, &paths).map_err(|refusal| {
         let root = roots

@@ -233,14 +233,15 @@ pub fn check_secret_programs(
     place: impl FnOnce(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
     use warden_runtime::daemon_roots::{check_spec, RootsError};
-    match check_spec(spec, state) {
+    let config = catalog().config_dir;
+    match check_spec(spec, state, config.as_deref()) {
         Ok(()) => Ok(()),
         Err(RootsError::Writable { refusal, root }) => {
             let at = place(&refusal.secret)
                 .map(|p| format!(" ({p})"))
                 .unwrap_or_default();
             anyhow::bail!(
-                "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}",
+                "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}{}",
                 refusal.secret,
                 refusal.code(),
                 refusal.what,
@@ -248,6 +249,12 @@ pub fn check_secret_programs(
                 root.path.display(),
                 root.kind.describe(),
                 state.join(warden_runtime::daemon_roots::DAEMON_ROOTS).display(),
+                config
+                    .map(|c| format!(
+                        " and {}",
+                        c.join(warden_runtime::daemon_roots::DAEMON_ROOTS).display()
+                    ))
+                    .unwrap_or_default(),
             )
         }
         Err(e) => Err(e.into()),

@@ -80,10 +80,16 @@ impl Host {
 
     /// `warden ARGS` as the owner, with the daemon's state and catalogue.
     fn owner(&self, args: &[&str]) -> Output {
+        self.owner_in(&self.dir.path().join("warden"), args)
+    }
+
+    /// `warden ARGS` as the owner, with the daemon's catalogue and the
+    /// state directory `state`.
+    fn owner_in(&self, state: &std::path::Path, args: &[&str]) -> Output {
         let p = self.dir.path();
         Command::new(warden_bin())
             .args(args)
-            .env("WARDEN_STATE_DIR", p.join("warden"))
+            .env("WARDEN_STATE_DIR", state)
             .env("XDG_CONFIG_HOME", &self.config)
             .env("HOME", p.join("home"))
             .stdin(Stdio::null())
@@ -263,4 +269,25 @@ fn a_daemon_started_again_with_other_roots_still_refuses_a_program_under_the_ear
     );
     assert_eq!(s, 403, "{b}");
     assert_eq!(b["reason"], "secret_program_writable", "{b}");
+}
+
+#[test]
+fn a_command_line_with_its_own_state_but_the_daemons_profiles_refuses_the_program_too() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    let host = Host::new("cli-secret-config");
+    let d = host.daemon();
+    let (_, prog) = token_writes_programs(&host, &d);
+    drop(d);
+    host.profile("p", &[prog.to_str().unwrap()]);
+    // A terminal's state elsewhere (the daemon runs as a service with its
+    // own): the record beside the catalogue is read.
+    let own = host.dir.path().join("terminal-state");
+    let out = host.owner_in(&own, &["run", "--profile", "p", "--", "true"]);
+    let place = format!("{}:4:3", host.profile_file("p").display());
+    assert_refused(&host, &out, Some(&place));
 }
