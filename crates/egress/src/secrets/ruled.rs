@@ -57,6 +57,15 @@ pub(super) async fn judge(
     if !rules.covers(name, port) {
         return Ok(Let { body, tally: None });
     }
+    if let Some(header) = methods::path_override(parts) {
+        return Err(Box::new(path_override_refusal(
+            (name, port),
+            record,
+            parts,
+            path,
+            &header,
+        )));
+    }
     let start = std::time::Instant::now();
     // Each method the server may take the request as (a method-override
     // header, `_method` in the query or the body, which many frameworks
@@ -338,6 +347,36 @@ async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (R
     };
     let rest = (!ended).then_some(body);
     (got, Prefixed::paid(read, rest, Some(bill)).boxed())
+}
+
+/// warden's refusal of a request on a ruled name that carries `header`,
+/// by which some servers route it to another path than the one the rules
+/// decide (IIS and ASP.NET route on `X-Original-URL`): recorded, 403.
+fn path_override_refusal(
+    (name, port): (&str, u16),
+    record: &Recorder,
+    parts: &http::request::Parts,
+    path: &str,
+    header: &str,
+) -> Response<OutBody> {
+    let why = format!(
+        "refused: {} {name}{path} carries {header}, a header some servers route on in place of the path; the rules decide the path alone",
+        parts.method
+    );
+    record(Decision {
+        protocol: Protocol::Request,
+        name: Some(name.to_string()),
+        port,
+        original_destination: None,
+        allowed: false,
+        rule: None,
+        detail: why.clone(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+        reason: Some(Cause::new(Reason::RequestDenied)),
+    });
+    forbidden(Reason::RequestDenied, &why)
 }
 
 /// The decision on a request whose body the proxy's memory budget cannot

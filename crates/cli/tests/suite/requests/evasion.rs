@@ -3,7 +3,8 @@
 //! route `/x/` as `/x`), a format suffix (Rails and Spring route
 //! `/x.json` as `/x`), or `_method` in a form, multipart or JSON body
 //! (Rails, Laravel and Symfony take the method from it), however its
-//! content type is spelled and whether or not warden can parse it. Each
+//! content type is spelled and whether or not warden can parse it, or a
+//! header some servers route on in place of the path. Each
 //! attack is made through the real binary and never reaches the
 //! recording server.
 
@@ -203,4 +204,39 @@ c tgz $u/dist/left-pad-1.3.0.tgz
         ],
     );
     forge.up.arrived(2, "only the controls");
+}
+
+/// IIS and ASP.NET (and Symfony and Zend before their fixes) route a
+/// request by `X-Original-URL` or `X-Rewrite-URL` in place of its path,
+/// and gateways rebuild it from a forwarded prefix: a request that names
+/// another path so is refused on a ruled name, however the header's name
+/// is spelled, and never reaches the server; without one it goes.
+#[test]
+fn a_header_that_names_another_path_never_carries_a_request_past_a_deny_rule() {
+    let Some(forge) = Forge::start() else { return };
+    let out = forge.run(
+        RULES,
+        &format!(
+            "{CURL}c original -X DELETE -H 'X-Original-URL: /repos/a/b' $u/public/a
+c rewrite -X DELETE -H 'X-Rewrite-URL: /repos/a/b' $u/public/a
+c cgi -X DELETE -H 'X_ORIGINAL_URL: /repos/a/b' $u/public/a
+c prefix -H 'X-Forwarded-Prefix: /acme/w.git/git-receive-pack' $u/public/a
+c plain -X DELETE $u/public/a
+"
+        ),
+    );
+    assert_eq!(
+        answered(&out),
+        [
+            "403 original",
+            "403 rewrite",
+            "403 cgi",
+            "403 prefix",
+            "200 plain"
+        ],
+    );
+    let seen = forge
+        .up
+        .arrived(1, "only the request without a path override");
+    assert!(seen[0].contains("DELETE /public/a"), "{seen:?}");
 }

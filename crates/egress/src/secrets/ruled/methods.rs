@@ -19,6 +19,21 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
+/// Headers by which a server may take a request as one for another path,
+/// which the rules, deciding the request's own path, would never see:
+/// IIS URL Rewrite and ASP.NET (`X-Original-URL`, `X-Rewrite-URL`),
+/// Symfony and Zend before their fixes for exactly this, and gateways
+/// that rebuild the path from a forwarded prefix (`X-Forwarded-Prefix`,
+/// `X-Forwarded-Path`). Read as the method overrides are (any case, `_`
+/// for `-`).
+const PATH_OVERRIDES: &[&str] = &[
+    "x-original-url",
+    "x-rewrite-url",
+    "x-override-url",
+    "x-forwarded-prefix",
+    "x-forwarded-path",
+];
+
 /// The fields that name another method, in a query or a body: Rails',
 /// Laravel's and Symfony's `_method`, and the override headers' names
 /// (ASP.NET Core's form field is configurable; clients send these).
@@ -47,7 +62,23 @@ fn is_field(key: &str) -> bool {
 /// Whether a header named `name` is a method override as a CGI server
 /// reads its name.
 fn is_override(name: &str) -> bool {
-    METHOD_OVERRIDES.iter().any(|h| {
+    is_one_of(name, METHOD_OVERRIDES)
+}
+
+/// The name of the first header of `parts` that may make a server take
+/// it as a request for another path ([`PATH_OVERRIDES`]), as it was sent.
+pub(super) fn path_override(parts: &http::request::Parts) -> Option<String> {
+    parts
+        .headers
+        .keys()
+        .find(|name| is_one_of(name.as_str(), PATH_OVERRIDES))
+        .map(|name| name.as_str().to_string())
+}
+
+/// Whether a header named `name` is one of `headers` as a CGI server
+/// reads its name (upper-cased, `-` made `_`).
+fn is_one_of(name: &str, headers: &[&str]) -> bool {
+    headers.iter().any(|h| {
         name.len() == h.len()
             && name
                 .bytes()
