@@ -196,7 +196,16 @@ fn the_model_api_preset_calls_models_but_never_uploads_files() {
         ("POST", "https://api.anthropic.com/v1/messages"),
         ("POST", "https://api.openai.com/v1/chat/completions"),
         ("POST", "https://api.openai.com/v1/responses"),
+        ("POST", "https://api.openai.com/v1/embeddings"),
+        ("POST", "https://api.anthropic.com/v1/messages/count_tokens"),
+        ("POST", "https://openrouter.ai/api/v1/chat/completions"),
+        ("POST", "https://api.mistral.ai/v1/fim/completions"),
+        (
+            "POST",
+            "https://generativelanguage.googleapis.com/v1/models/g:streamGenerateContent",
+        ),
         ("GET", "https://api.openai.com/v1/files"),
+        ("DELETE", "https://api.openai.com/v1/files/f1"),
         ("POST", "https://api.mistral.ai/v1/chat/completions"),
         (
             "POST",
@@ -219,5 +228,25 @@ fn the_model_api_preset_calls_models_but_never_uploads_files() {
         ("POST", "https://api.mistral.ai/v1/files"),
     ] {
         assert_eq!(decide(&r, method, url), Outcome::Deny, "{method} {url}");
+    }
+    // Endpoints that store what is sent and that no deny rule names (the
+    // ones an outside review found reaching the server): not on the allow
+    // list, so refused by default.
+    for (method, url) in [
+        ("POST", "https://api.mistral.ai/v1/libraries/lib123/documents"),
+        ("POST", "https://api.mistral.ai/v1/ocr"),
+        ("POST", "https://api.anthropic.com/v1/skills"),
+        ("POST", "https://api.anthropic.com/v1/skills/s1/versions"),
+        (
+            "POST",
+            "https://generativelanguage.googleapis.com/v1beta/cachedContents",
+        ),
+        ("POST", "https://openrouter.ai/api/v1/files"),
+        ("POST", "https://api.openai.com/v1/audio/transcriptions"),
+        ("POST", "https://api.openai.com/v1/images/edits"),
+        ("PUT", "https://api.openai.com/v1/anything-new"),
+        ("POST", "https://api.anthropic.com/v1/messages/../files"),
+    ] {
+        assert_ne!(decide(&r, method, url), Outcome::Allow, "{method} {url}");
     }
 }
