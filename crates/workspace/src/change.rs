@@ -104,8 +104,9 @@ pub enum Content {
     },
 }
 
-/// The most lines (on either side) a file may have to be diffed line by
-/// line. Past it a person reads no patch anyway.
+/// The most lines (on either side) a change may have to be diffed line by
+/// line, counted between the lines both sides share at their start and at
+/// their end. Past it a person reads no patch anyway.
 pub const MAX_LINES: usize = 50_000;
 /// Files larger than this are compared but not read as text, so not
 /// diffed line by line (see `crate::textdiff` for the bounds on the files
@@ -124,8 +125,8 @@ pub const REVIEW_BUDGET: Duration = Duration::from_secs(4);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cut {
-    /// More lines on one side than a review diffs
-    /// ([`MAX_LINES`]).
+    /// More differing lines on one side (past the lines both sides share
+    /// at their start and end) than a review diffs ([`MAX_LINES`]).
     TooManyLines,
     /// The review's time for line diffs ([`REVIEW_BUDGET`])
     /// was spent on the files before it.
@@ -137,7 +138,7 @@ impl std::fmt::Display for Cut {
         match self {
             Cut::TooManyLines => write!(
                 f,
-                "more than {} lines, too large to diff",
+                "more than {} lines differ (past the lines both sides share at their start and end), too large to diff",
                 MAX_LINES
             ),
             Cut::TimeBudget => write!(

@@ -6,9 +6,11 @@
 //! say they are coarse, and those left when the budget is spent say so.
 //!
 //! What a review does not show is flagged (outside review 21, finding 5):
-//! a one-line edit in a file past the line bound, or in a file left when
-//! the budget is spent, was shown only as "not diffed" with no flag, and a
-//! token's commit applied it unseen. The budget goes to the smallest
+//! an edit in a file past the line bound, or in a file left when the
+//! budget is spent, was shown only as "not diffed" with no flag, and a
+//! token's commit applied it unseen. The line bound holds for the lines
+//! that differ, between those both sides share at their start and end: a
+//! one-line edit in a file of any length (up to 8 MiB) is shown exactly. The budget goes to the smallest
 //! changes first, so that a flood of large files cannot push a small edit
 //! out of the review.
 
@@ -93,12 +95,17 @@ fn not_shown(c: &Change) -> bool {
 }
 
 #[test]
-fn a_one_line_edit_in_a_file_past_the_line_bound_is_flagged_as_not_shown() {
+fn a_one_line_backdoor_in_a_file_past_the_line_bound_is_shown_exactly_and_a_rewrite_is_still_cut() {
+    // Before, the line bound held for the whole file: the one-line edit of
+    // a 60,000-line vendored file was "not diffed" (flagged not-shown, so
+    // held back, but shown to no one). The bound holds for what differs
+    // between the lines both sides share at their start and end.
     let state = TempDir::new("hidden-state");
     let real = TempDir::new("hidden-real");
     let line = |i: usize| format!("function f{i}(x){{ return x+{i}; }}\n");
     let old: String = (0..60_000).map(line).collect();
     fs::write(real.join("vendor.js"), &old).unwrap();
+    fs::write(real.join("rewrite.js"), &old).unwrap();
     // Too large to be read as text at all.
     let big = "a line of a large generated file\n".repeat((9 << 20) / 33);
     fs::write(real.join("schema.txt"), &big).unwrap();
@@ -113,6 +120,17 @@ fn a_one_line_edit_in_a_file_past_the_line_bound_is_flagged_as_not_shown() {
         old.replace(&line(29_999), backdoor),
     )
     .unwrap();
+    // Every line rewritten, the same backdoor among them.
+    let rewritten: String = (0..60_000)
+        .map(|i| {
+            if i == 29_999 {
+                backdoor.to_string()
+            } else {
+                format!("function f{i}(y){{ return y+{i}; }}\n")
+            }
+        })
+        .collect();
+    fs::write(sb.upper().join("rewrite.js"), rewritten).unwrap();
     fs::write(
         sb.upper().join("schema.txt"),
         big.replacen("a line", "b line", 1),
@@ -128,22 +146,87 @@ fn a_one_line_edit_in_a_file_past_the_line_bound_is_flagged_as_not_shown() {
             .unwrap()
     };
     let vendor = by("vendor.js");
+    match &vendor.content {
+        Some(Content::Text {
+            added: 1,
+            removed: 1,
+            patch: Some(p),
+            coarse: false,
+        }) => assert!(
+            p.contains("@@ -29997,7 +29997,7 @@")
+                && p.contains(&format!("\n-{}", line(29_999)))
+                && p.contains(&format!("\n+{backdoor}")),
+            "{p}"
+        ),
+        other => panic!("the one-line backdoor is not shown: {other:?}"),
+    }
+    assert!(!not_shown(vendor), "{:?}", vendor.flags);
+    let rewrite = by("rewrite.js");
     assert!(
         matches!(
-            vendor.content,
+            rewrite.content,
             Some(Content::NotDiffed {
                 reason: Cut::TooManyLines,
+                old_lines: 60_000,
+                new_lines: 60_000,
                 ..
             })
         ),
         "{:?}",
-        vendor.content
+        rewrite.content
     );
-    assert!(not_shown(vendor), "{:?}", vendor.flags);
+    assert!(not_shown(rewrite), "{:?}", rewrite.flags);
     let schema = by("schema.txt");
     assert!(matches!(schema.content, Some(Content::Binary { .. })));
     assert!(not_shown(schema), "{:?}", schema.flags);
     assert!(!not_shown(by("small.txt")), "a change shown in full");
+}
+
+#[test]
+fn a_one_line_change_in_a_200000_line_file_is_reviewed_well_within_the_files_deadline() {
+    let state = TempDir::new("long-state");
+    let real = TempDir::new("long-real");
+    let old: String = (0..200_000)
+        .map(|i| format!("row {i:06} of a generated table\n"))
+        .collect();
+    assert!(old.len() < 8 << 20, "read as text");
+    fs::write(real.join("table.txt"), &old).unwrap();
+    let store = Store::open(state.path()).expect("open store");
+    let sb = store
+        .create("t", &CreateOptions::new(real.path()))
+        .expect("create sandbox");
+    fs::write(
+        sb.upper().join("table.txt"),
+        old.replacen("row 123456 of", "row 123456 OF", 1),
+    )
+    .unwrap();
+    // What comparing content adds to a listing of the same layer (which
+    // reads, compares, scans and hashes the file already).
+    let start = Instant::now();
+    sb.diff(&DiffOptions {
+        content: false,
+        patches: false,
+        ..DiffOptions::default()
+    })
+    .expect("listing");
+    let listing = start.elapsed();
+    let start = Instant::now();
+    let changes = sb.diff(&DiffOptions::default()).expect("diff");
+    let review = start.elapsed();
+    let took = review.saturating_sub(listing);
+    eprintln!("200,000 lines, one changed: listed in {listing:?}, reviewed in {review:?}");
+    match &changes[0].content {
+        Some(Content::Text {
+            added: 1,
+            removed: 1,
+            coarse: false,
+            patch: Some(p),
+        }) => assert!(p.contains("+row 123456 OF"), "{p}"),
+        other => panic!("{other:?}"),
+    }
+    // Reading both sides as text, trimming, the line diff and its patch:
+    // under the one file's deadline.
+    assert!(took < FILE_DEADLINE, "the content took {took:?}");
 }
 
 #[test]
