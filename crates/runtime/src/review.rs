@@ -219,9 +219,10 @@ pub fn commit(
     if !owners_changes.is_empty() && !owners_files {
         return Err(refused(ReviewError::OwnersFiles(owners_changes)));
     }
+    // An ignored change left out of this commit holds nothing up.
     let flagged: Vec<Change> = preview
         .iter()
-        .filter(|c| !c.flags.is_empty())
+        .filter(|c| !c.flags.is_empty() && (include_ignored || !c.ignored))
         .cloned()
         .collect();
     if !flagged.is_empty() && !accept_flagged {

@@ -9,8 +9,9 @@
 //! a payload land without a line of it shown. So a binary change is
 //! flagged when any of these says it is code or text:
 //! - its name: compiled code the host loads or runs ([`COMPILED`], by
-//!   name alone, content read or not: a forged `__pycache__/*.pyc` runs
-//!   in place of the unchanged `.py` beside it), a source, script or
+//!   name alone whenever its content was not shown as text, read or
+//!   not: a forged `__pycache__/*.pyc` runs in place of the unchanged
+//!   `.py` beside it), a source, script or
 //!   configuration extension, or a build file ([`SOURCE`], [`BUILD_FILES`]);
 //! - its content: a `#!` first line, or no NUL at all (text in an
 //!   encoding other than UTF-8, which the review does not decode);
@@ -31,7 +32,7 @@ pub(crate) const BINARY: &str = "binary";
 
 /// Compiled code the host runs or loads, by a pattern on its last path
 /// component (or a directory anywhere in its path, ending in `/`), and
-/// why: flagged whether or not its content was read.
+/// why: flagged unless the review showed its content as text.
 pub(crate) const COMPILED: &[(&str, &str)] = &[
     ("__pycache__/", "Python runs a cached .pyc in place of the source beside it when its header matches that source's mtime and size, which the sandbox can read"),
     ("*.pyc", "Python runs compiled bytecode in place of its source"),
@@ -181,7 +182,8 @@ pub(crate) fn flag(real: &Tree, layer: &Tree, c: &Change) -> Option<Flag> {
     if c.kind == ChangeKind::Mode {
         return None;
     }
-    if let Some(why) = compiled(&c.path) {
+    let shown_as_text = matches!(c.content, Some(Content::Text { .. }));
+    if let Some(why) = compiled(&c.path).filter(|_| !shown_as_text) {
         return Some(binary(format!(
             "compiled code, never shown by a review: {why}; keep it out unless you built it yourself"
         )));

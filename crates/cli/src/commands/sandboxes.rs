@@ -486,7 +486,11 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         }
         return Ok(0);
     }
-    let flagged: Vec<_> = preview.iter().filter(|c| !c.flags.is_empty()).collect();
+    // An ignored change left out of this commit holds nothing up.
+    let flagged: Vec<_> = preview
+        .iter()
+        .filter(|c| !c.flags.is_empty() && (args.ignored || !c.ignored))
+        .collect();
     if !flagged.is_empty() {
         eprintln!("warden: {} change(s) need a second look:", flagged.len());
         for c in &flagged {

@@ -344,3 +344,55 @@ fn the_model_cannot_commit_agent_hooks_or_code_hidden_as_binary_over_mcp() {
         c.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn an_ignored_compiled_cache_stays_out_of_a_plain_commit_and_is_asked_about_when_included() {
+    let state = TempDir::new("r23-ign-state");
+    let ws = TempDir::new("r23-ign-ws");
+    let w = ws.path();
+    std::fs::write(w.join(".gitignore"), "__pycache__/\n").unwrap();
+    std::fs::write(w.join("a.txt"), "a\n").unwrap();
+    let name = overlay_run(
+        state.path(),
+        w,
+        "mkdir __pycache__ && printf 'a\\015\\012\\000\\000payload' > __pycache__/app.cpython-311.pyc && echo b > a.txt",
+    );
+    let json = ok(&warden(
+        state.path(),
+        &["diff", &name, "--json", "--ignored"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let pyc = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "__pycache__/app.cpython-311.pyc")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(pyc["ignored"], true, "{json}");
+    let all = vec![(
+        "__pycache__/app.cpython-311.pyc".to_string(),
+        pyc["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>(),
+    )];
+    assert!(
+        rules_of(&all, "__pycache__/app.cpython-311.pyc")
+            .iter()
+            .any(|r| r == "binary"),
+        "{all:?}"
+    );
+    ok(&warden(state.path(), &["diff", &name]));
+    // Left out by the project's own ignore file: it holds nothing up.
+    ok(&warden(state.path(), &["commit", &name]));
+    assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "b\n");
+    assert!(!w.join("__pycache__").exists());
+    // Asked for: it is flagged, and a commit without a person refuses.
+    ok(&warden(state.path(), &["diff", &name]));
+    let out = warden(state.path(), &["commit", &name, "--ignored"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("binary"), "{}", stderr(&out));
+    assert!(!w.join("__pycache__").exists());
+}
