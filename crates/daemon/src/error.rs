@@ -21,6 +21,10 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
+/// The reason of [`ApiError::not_running`], which the E2B door's own
+/// answer for a sandbox kept stopped carries too.
+pub const NOT_RUNNING: &str = "not_running";
+
 /// What a caller refused as [`ApiError::busy`], or past the daemon's
 /// bound of sessions for all tokens together, is told to wait: a place
 /// comes back the moment any command of the sandbox (any session) ends,
@@ -53,6 +57,14 @@ impl ApiError {
 
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 409 `conflict` with reason `not_running`: what needs the
+    /// sandbox's processes, asked of a sandbox that is stopped. The
+    /// reason tells it from the other conflicts (a name in use, a command
+    /// that has ended, ...): a start passes it.
+    pub fn not_running(message: impl Into<String>) -> ApiError {
+        ApiError::conflict(message).with_reason(Some(NOT_RUNNING))
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {

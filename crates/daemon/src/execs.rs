@@ -158,7 +158,7 @@ pub fn start_as(
     let conn = Connection::open(&control).map_err(|e| {
         unkept();
         match e {
-            ClientError::NotRunning { .. } => ApiError::conflict(format!(
+            ClientError::NotRunning { .. } => ApiError::not_running(format!(
                 "sandbox {} is not running: start it with POST /v1/sandboxes/{0}/start",
                 sb.name()
             )),

@@ -268,3 +268,46 @@ fn a_rootless_daemon_refuses_a_gvisor_sandbox_it_could_not_keep_within_its_budge
     );
     assert_eq!(s, 201, "{text}");
 }
+
+#[test]
+fn what_needs_a_stopped_sandboxs_processes_is_a_conflict_with_reason_not_running() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("reasons-stopped");
+    let d = Daemon::start(state.path(), false);
+    let (s, text) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"st","start":false}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{text}");
+    // Before, each was a bare 409 `conflict`, which a program could not
+    // tell from a name in use or a command that has ended.
+    let asks = [
+        (
+            "POST",
+            "/v1/sandboxes/st/exec",
+            Some(r#"{"argv":["true"]}"#),
+        ),
+        ("GET", "/v1/sandboxes/st/files?path=a", None),
+        ("GET", "/v1/sandboxes/st/files/list?path=", None),
+        ("POST", "/v1/sandboxes/st/stop", Some("{}")),
+        ("POST", "/v1/sandboxes/st/pause", Some("{}")),
+        (
+            "POST",
+            "/v1/sandboxes/st/timeout",
+            Some(r#"{"ttl_seconds":60}"#),
+        ),
+        ("GET", "/v1/sandboxes/st/pty", None),
+    ];
+    for (method, path, body) in asks {
+        let (s, text) = call(&d, method, path, body, None);
+        assert_eq!(s, 409, "{method} {path}: {text}");
+        let p = json(&text);
+        assert_eq!(p["code"], "conflict", "{method} {path}: {text}");
+        assert_eq!(p["reason"], "not_running", "{method} {path}: {text}");
+    }
+}

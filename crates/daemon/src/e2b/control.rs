@@ -74,10 +74,6 @@ pub(super) fn from_api(e: ApiError) -> Response {
     r
 }
 
-/// The code of a sandbox the door answers as gone (404): its timeout
-/// ended, or it was stopped, and it is kept stopped for review.
-pub(super) const NOT_RUNNING: &str = "not_running";
-
 /// A native problem's message as the door passes it on, naming its codes
 /// (`... (reason: too_many_watches)`) where the message does not already
 /// say them and they say more than the status: the SDK keeps only the
@@ -258,7 +254,7 @@ pub(super) async fn running(e: &E2b, id: &str) -> Result<SandboxInfo, Response> 
         Ok(Json(info)) if Seen::of(&info) != Seen::Gone => Ok(info),
         Ok(_) => Err(from_api(ApiError::new(
             StatusCode::NOT_FOUND,
-            NOT_RUNNING,
+            crate::error::NOT_RUNNING,
             format!("sandbox {id} is not running (its timeout ended, or it was stopped); it is kept stopped for review: `warden diff {id}`"),
         ))),
         Err(err) if err.status == StatusCode::NOT_FOUND => Err(super::permit::no_such_sandbox(id)),

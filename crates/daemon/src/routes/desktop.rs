@@ -94,7 +94,7 @@ fn failed(id: &str, e: ActionError) -> ApiError {
             e.to_string(),
         )
         .with_field(e.field().filter(|f| !f.is_empty())),
-        ActionError::Client(ClientError::NotRunning { .. }) => ApiError::conflict(format!(
+        ActionError::Client(ClientError::NotRunning { .. }) => ApiError::not_running(format!(
             "sandbox {id} is not running: start it (POST /v1/sandboxes/{id}/start)"
         )),
         ActionError::Client(_) => ApiError::conflict(chain(&e)),

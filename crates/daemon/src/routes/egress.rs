@@ -33,7 +33,7 @@ fn who(caller: &Caller) -> String {
 fn refused(id: &str, e: ClientError) -> ApiError {
     match e {
         ClientError::NotRunning { .. } => {
-            ApiError::conflict(format!("sandbox {id} is not running"))
+            ApiError::not_running(format!("sandbox {id} is not running"))
         }
         ClientError::Rejected {
             code,

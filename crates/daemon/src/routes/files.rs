@@ -200,7 +200,7 @@ fn ask(app: &App, id: &str, op: FileOp) -> Result<(Errno, Option<OwnedFd>), ApiE
     let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| match e {
         ClientError::NotAnswering { .. } => ApiError::supervisor(&e),
         e if e.is_busy() => ApiError::supervisor(&e),
-        _ => ApiError::conflict(format!("sandbox {id} is not running: start it first")),
+        _ => ApiError::not_running(format!("sandbox {id} is not running: start it first")),
     })?;
     conn.file(op).map_err(|e| match e {
         ClientError::FilesUnsupported | ClientError::Refused(_) => ApiError::conflict(chain(&e)),

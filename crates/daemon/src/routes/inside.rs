@@ -33,7 +33,7 @@ async fn open(
     blocking(move || {
         let sb = a.sandbox(&id)?;
         if !lifecycle::liveness(&sb).running() {
-            return Err(ApiError::conflict(format!(
+            return Err(ApiError::not_running(format!(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
             )));
         }

@@ -34,7 +34,7 @@ fn who(caller: &Caller) -> String {
 pub(crate) fn refusal(id: &str, e: ClientError) -> ApiError {
     match e {
         ClientError::NotRunning { .. } => {
-            ApiError::conflict(format!("sandbox {id} is not running"))
+            ApiError::not_running(format!("sandbox {id} is not running"))
         }
         ClientError::Rejected { code, message, .. } => match code {
             Refusal::Paused => ApiError::new(
@@ -104,7 +104,7 @@ async fn change(
             return Ok(app.info(&sb, row.as_ref()));
         }
         if !lifecycle::liveness(&sb).running() {
-            return Err(ApiError::conflict(format!(
+            return Err(ApiError::not_running(format!(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
             )));
         }

@@ -107,7 +107,7 @@ pub async fn pty(
     let target = blocking(move || {
         let sb = a.sandbox(&id)?;
         if !lifecycle::liveness(&sb).running() {
-            return Err(ApiError::conflict(format!(
+            return Err(ApiError::not_running(format!(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
             )));
         }
@@ -242,7 +242,7 @@ fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiErro
     };
     crate::execs::check_command(&argv, &start.env)?;
     let conn = Connection::open(&target.control).map_err(|e| match e {
-        ClientError::NotRunning { .. } => ApiError::conflict(chain(&e)),
+        ClientError::NotRunning { .. } => ApiError::not_running(chain(&e)),
         e => ApiError::supervisor(&e),
     })?;
     let supervisor_pid = conn.supervisor_pid;

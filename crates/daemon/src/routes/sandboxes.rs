@@ -461,7 +461,9 @@ pub async fn stop(
     let info = blocking(move || {
         let sb = app.sandbox(&id)?;
         if !lifecycle::liveness(&sb).running() {
-            return Err(ApiError::conflict(format!("sandbox {id} is not running")));
+            return Err(ApiError::not_running(format!(
+                "sandbox {id} is not running"
+            )));
         }
         lifecycle::stop(&sb, grace)?;
         let row = app.db()?.sandbox(&id).ok().flatten();
@@ -482,7 +484,7 @@ pub async fn set_timeout(
     let info = blocking(move || {
         let sb = app.sandbox(&id)?;
         let conn = warden_runtime::client::Connection::open(&lifecycle::control(&sb))
-            .map_err(|_| ApiError::conflict(format!("sandbox {id} is not running")))?;
+            .map_err(|_| ApiError::not_running(format!("sandbox {id} is not running")))?;
         conn.set_ttl(body.ttl_seconds.map(Duration::from_secs))
             .map_err(|e| ApiError::internal(chain(&e)))?;
         let row = app.db()?.sandbox(&id).ok().flatten();
