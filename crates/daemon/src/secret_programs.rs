@@ -49,8 +49,10 @@ pub(crate) fn allowed(
     // files
     // (`warden_runtime::daemon_roots`). A record that cannot be read
     // runs no secret program.
-    match warden_runtime::daemon_roots::writable(&app.state_dir, app.catalog.config_dir.as_deref())
-    {
+    match warden_runtime::daemon_roots::writable(
+        Some(&app.state_dir),
+        app.catalog.config_dir.as_deref(),
+    ) {
         Ok(recorded) => writable.extend(recorded.into_iter().map(|r| r.path)),
         Err(e) => {
             tracing::warn!(sandbox = sb.name(), "not started: {e}");

@@ -168,12 +168,15 @@ pub fn record(state: &Path, roots: &[Root]) -> Result<(), RootsError> {
 /// line of another state that reads the same profiles sees it too),
 /// each both as recorded and as it resolves now (a directory moved or
 /// replaced by a link since still counts where it was).
-pub fn writable(state: &Path, config: Option<&Path>) -> Result<Vec<Root>, RootsError> {
-    let mut all = vec![Root {
-        kind: RootKind::State,
-        path: std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf()),
-    }];
-    all.extend(recorded(state)?);
+pub fn writable(state: Option<&Path>, config: Option<&Path>) -> Result<Vec<Root>, RootsError> {
+    let mut all = Vec::new();
+    if let Some(state) = state {
+        all.push(Root {
+            kind: RootKind::State,
+            path: std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf()),
+        });
+        all.extend(recorded(state)?);
+    }
     if let Some(config) = config {
         all.extend(recorded(config)?);
     }
@@ -198,7 +201,7 @@ pub fn writable(state: &Path, config: Option<&Path>) -> Result<Vec<Root>, RootsE
 /// directory `config` ([`writable`]).
 pub fn check_spec(
     spec: &SandboxSpec,
-    state: &Path,
+    state: Option<&Path>,
     config: Option<&Path>,
 ) -> Result<(), RootsError> {
     let NetworkSpec::Egress(egress) = &spec.network else {

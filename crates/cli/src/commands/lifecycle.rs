@@ -166,7 +166,7 @@ fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::
     // could have written (the spec kept says no more where the profile
     // set them).
     if let Some(spec) = state::stored_spec(sb.dir()) {
-        resolution::check_secret_programs(&spec, state, |_| None)
+        resolution::check_secret_programs(&spec, Some(state), |_| None)
             .with_context(|| format!("sandbox {}: refused", sb.name()))?;
     }
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;

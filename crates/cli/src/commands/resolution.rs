@@ -224,12 +224,13 @@ pub fn open_sinks(
 
 /// Before a secret's program runs from this process (`warden run`, a
 /// start): the rule the daemon applies, with the directories every
-/// daemon of this state directory recorded as ones tokens may write
+/// daemon of this state directory (none without one) or of this
+/// catalogue recorded as ones tokens may write
 /// (`warden_runtime::daemon_roots`). `place`: where the profile sets each
 /// secret, when the command line has the profile at hand.
 pub fn check_secret_programs(
     spec: &warden_policy::SandboxSpec,
-    state: &std::path::Path,
+    state: Option<&std::path::Path>,
     place: impl FnOnce(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
     use warden_runtime::daemon_roots::{check_spec, RootsError};
@@ -240,21 +241,24 @@ pub fn check_secret_programs(
             let at = place(&refusal.secret)
                 .map(|p| format!(" ({p})"))
                 .unwrap_or_default();
+            let records: Vec<String> = [state, config.as_deref()]
+                .into_iter()
+                .flatten()
+                .map(|d| {
+                    d.join(warden_runtime::daemon_roots::DAEMON_ROOTS)
+                        .display()
+                        .to_string()
+                })
+                .collect();
             anyhow::bail!(
-                "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}{}",
+                "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}",
                 refusal.secret,
                 refusal.code(),
                 refusal.what,
                 refusal.path.display(),
                 root.path.display(),
                 root.kind.describe(),
-                state.join(warden_runtime::daemon_roots::DAEMON_ROOTS).display(),
-                config
-                    .map(|c| format!(
-                        " and {}",
-                        c.join(warden_runtime::daemon_roots::DAEMON_ROOTS).display()
-                    ))
-                    .unwrap_or_default(),
+                records.join(" and "),
             )
         }
         Err(e) => Err(e.into()),

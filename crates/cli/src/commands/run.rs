@@ -54,18 +54,19 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let id = sandbox_id();
     let again = args.clone();
     let mut resolved = resolve(args, defaults, None, &id)?;
-    if let Ok(state) = super::state_dir() {
-        // A secret's program runs as the owner in this process: never
-        // one a daemon's token could have written.
-        let checked = super::resolution::check_secret_programs(&resolved.spec, &state, |name| {
+    // A secret's program runs as the owner in this process: never one a
+    // daemon's token could have written (a run without a state directory
+    // still reads the record beside the catalogue).
+    let state = super::state_dir().ok();
+    let checked =
+        super::resolution::check_secret_programs(&resolved.spec, state.as_deref(), |name| {
             super::resolution::secret_place(again, name)
         });
-        if let Err(e) = checked {
-            if let Some((store, sb)) = resolved.kept.take() {
-                let _ = store.remove(sb.name());
-            }
-            return Err(e);
+    if let Err(e) = checked {
+        if let Some((store, sb)) = resolved.kept.take() {
+            let _ = store.remove(sb.name());
         }
+        return Err(e);
     }
     if let Some(file) = &learn_file {
         let learning = matches!(
