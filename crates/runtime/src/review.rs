@@ -206,10 +206,12 @@ pub fn commit(
     })?;
     // With content (no patches): a change the review cannot show in full
     // is flagged `not-shown` here as in the review, and so needs
-    // `accept_flagged`.
+    // `accept_flagged`; and so is one the recorded review did not show in
+    // full, however fully it could be diffed now (held to the review).
     let mut opts = diff_options(sb, paths.clone(), true);
     opts.patches = false;
     let mut preview = sb.diff(&opts)?;
+    sb.hold_to_review(&mut preview);
     flag_owners_files(sb, &mut preview, owners);
     let owners_changes: Vec<Change> = preview
         .iter()

@@ -234,7 +234,7 @@ impl Locked<'_> {
                 .zip(&chosen)
                 .filter(|(_, &on)| on)
                 .filter_map(|(c, _)| match shown.get(&c.path) {
-                    Some(d) if *d == c.digest => None,
+                    Some(seen) if seen.digest == c.digest => None,
                     Some(_) => Some(Conflict {
                         path: c.path.clone(),
                         reason: "changed in the sandbox since `warden diff` showed it",

@@ -233,7 +233,10 @@ fn finish(
         order.sort_by_key(|&i| bytes_of(&changes[i]));
         for i in order {
             let c = &mut changes[i];
-            c.content = content_of(low, upper, c, opts.patches, &budget)?;
+            let (content, digest) = content_of(low, upper, c, opts.patches, &budget)?;
+            c.content = content;
+            // The digest of the text shown, from the very bytes shown.
+            c.digest = digest.unwrap_or_default();
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
@@ -253,7 +256,9 @@ fn finish(
         if let Some(f) = crate::credentials::flag(c, open).map_err(read_err(&p))? {
             c.flags.push(f);
         }
-        c.digest = crate::review::digest(upper, c).map_err(read_err(&p))?;
+        if c.digest.is_empty() {
+            c.digest = crate::review::digest(upper, c).map_err(read_err(&p))?;
+        }
     }
     let runs_on_host: Vec<glob::Pattern> = opts
         .runs_on_host
@@ -587,27 +592,29 @@ fn bytes_of(c: &Change) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-/// The content difference of a change to a regular file.
+/// The content difference of a change to a regular file; and, when it
+/// shows the new file's text, the change's digest of that text
+/// (`crate::review::digest_shown`), not of the file read again.
 fn content_of(
     low: &Tree,
     upper: &Path,
     c: &Change,
     patches: bool,
     budget: &crate::textdiff::Budget,
-) -> Result<Option<Content>, DiffError> {
+) -> Result<(Option<Content>, Option<String>), DiffError> {
     let file = |e: &Option<Entry>| e.as_ref().filter(|e| e.kind == EntryKind::File).cloned();
     let (old, new) = (file(&c.old), file(&c.new));
     if old.is_none() && new.is_none() {
-        return Ok(None);
+        return Ok((None, None));
     }
     if matches!(c.kind, ChangeKind::Mode | ChangeKind::Renamed) {
         // Same content: by definition, or by construction for a rename.
-        return Ok(None);
+        return Ok((None, None));
     }
     let old_size = old.as_ref().map_or(0, |e| e.size);
     let new_size = new.as_ref().map_or(0, |e| e.size);
     if old_size.max(new_size) > TEXT_DIFF_LIMIT {
-        return Ok(Some(Content::Binary { old_size, new_size }));
+        return Ok((Some(Content::Binary { old_size, new_size }), None));
     }
     let old_path = c.from.as_deref().unwrap_or(&c.path);
     // Each side read beneath its tree, from the descriptor `fstat` showed
@@ -635,7 +642,7 @@ fn content_of(
         }
     }
     let (Some(ta), Some(tb)) = (text(&a), text(&b)) else {
-        return Ok(Some(Content::Binary { old_size, new_size }));
+        return Ok((Some(Content::Binary { old_size, new_size }), None));
     };
     let name = |p: &Path, side: &str, present: bool| {
         if present {
@@ -649,13 +656,10 @@ fn content_of(
         name(&c.path, "b", new.is_some()),
     );
     let headers = patches.then_some((a_name.as_str(), b_name.as_str()));
-    Ok(Some(crate::textdiff::diff(
-        ta,
-        tb,
-        (old_size, new_size),
-        headers,
-        budget,
-    )))
+    let content = crate::textdiff::diff(ta, tb, (old_size, new_size), headers, budget);
+    let digest =
+        matches!(content, Content::Text { .. }).then(|| crate::review::digest_shown(c, &b));
+    Ok((Some(content), digest))
 }
 
 /// A `--stat` summary: one line per change and a total.

@@ -187,6 +187,18 @@ pub(crate) fn not_shown(c: &Change) -> Option<Flag> {
     })
 }
 
+/// The flag on a change the recorded review did not show in full
+/// ([`NOT_SHOWN`]), whatever the commit's own comparison shows of it now:
+/// what was reviewed is what the review showed, and a commit that lands
+/// it lands a change no one was shown.
+pub(crate) fn not_shown_at_review() -> Flag {
+    Flag {
+        rule: NOT_SHOWN,
+        reason: "the review recorded for this change did not show its content in full (not diffed, or too large to read as text): review it by itself, or accept it unseen".to_string(),
+        findings: Vec::new(),
+    }
+}
+
 fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
     let (pat, dir) = match pattern.strip_suffix('/') {
         Some(p) => (p, true),

@@ -437,7 +437,7 @@ fn owners_files(store: &Store) -> warden_runtime::owners_files::OwnersFiles {
 
 /// What a commit would apply, flags and all, without patches (content is
 /// compared, so that a change the review cannot show in full is flagged
-/// `not-shown`).
+/// `not-shown`; so is one the recorded review did not show in full).
 fn preview(
     store: &Store,
     sb: &Sandbox,
@@ -455,6 +455,11 @@ fn preview(
         })
         .map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(sb, &mut changes, &owners_files(store));
+    if !args.interactive && !args.unreviewed {
+        // A commit of what was reviewed: what the review did not show in
+        // full is flagged, however fully it could be diffed now.
+        sb.hold_to_review(&mut changes);
+    }
     Ok(changes)
 }
 

