@@ -372,3 +372,73 @@ fn a_file_the_sandbox_rewrites_while_the_review_reads_it_is_not_committed_as_sho
         auth
     );
 }
+
+#[test]
+fn a_file_a_tokens_review_cut_for_time_is_flagged_when_the_token_commits_it_by_itself() {
+    let Some(host) = OwnerHost::new("cut-token") else {
+        return;
+    };
+    let line = |i: usize| format!("export const k{i:05} = check(token, {i}); // ok\n");
+    let old: String = (0..30_000).map(line).collect();
+    let app = host.project("app", "auth.js", &old);
+    flood_files(&app);
+    let d = host.daemon_over_root();
+    let t = host.agent();
+    create(
+        &d,
+        &t,
+        serde_json::json!({"name": "ct", "workspace": app, "start": true}),
+    );
+    sh_then_stop(
+        &d,
+        &t,
+        "ct",
+        &format!(
+            "{FLOOD}; sed -i 's/^export const k15000 = check(token, 15000);/export const k15000 = true;/' /workspace/auth.js"
+        ),
+    );
+    let shown = review(&d, &t, "ct");
+    let auth = shown.iter().find(|(p, _)| p == "auth.js").unwrap();
+    assert!(auth.1.contains(&"not-shown".to_string()), "{shown:?}");
+    // The token commits auth.js by itself: the commit could diff it in
+    // full (before, it applied it so), but the review did not show it.
+    let (s, b) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes/ct/commit",
+        r#"{"paths":["auth.js"]}"#,
+    );
+    assert_eq!(s, 409, "{b}");
+    assert_eq!(b["code"], "flagged", "{b}");
+    assert!(b.to_string().contains("review recorded"), "{b}");
+    assert_eq!(std::fs::read_to_string(app.join("auth.js")).unwrap(), old);
+    // A review of it alone shows it in full; then it is the token's to
+    // commit.
+    let (s, r) = json_as(
+        &d,
+        &t,
+        "GET",
+        "/v1/sandboxes/ct/changes?content=true&path=auth.js",
+        "",
+    );
+    assert_eq!(s, 200, "{r}");
+    assert!(
+        r["changes"][0]["content"]["patch"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("+export const k15000 = true;"),
+        "{r}"
+    );
+    let (s, b) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes/ct/commit",
+        r#"{"paths":["auth.js"]}"#,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(std::fs::read_to_string(app.join("auth.js"))
+        .unwrap()
+        .contains("k15000 = true;"));
+}
