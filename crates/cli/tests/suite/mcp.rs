@@ -385,6 +385,8 @@ fn a_profile_the_server_does_not_offer_and_a_workspace_outside_its_root_are_refu
         }
         let e = refused(&call(&c, "create_sandbox", serde_json::json!({})).await);
         assert!(e.contains("the most it may have"), "{e}");
+        // A bound of the session's, not a quota (before: `quota`).
+        assert!(e.contains("failed (too_many_sandboxes)"), "{e}");
         assert_eq!(sandboxes_on_disk(state.path()).len(), 8);
         c.cancel().await.unwrap();
         wait_until("the others are removed", Duration::from_secs(60), || {
@@ -994,6 +996,40 @@ fn the_desktop_tools_show_the_screen_as_an_image_and_keep_to_their_scopes() {
         let e = refused(&call(&c2, "desktop_screenshot", serde_json::json!({})).await);
         assert!(e.contains("no desktop"), "{e}");
         c2.cancel().await.unwrap();
+        c.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_refused_create_is_a_tool_error_naming_its_code_and_reason() {
+    let state = TempDir::new("mcp-reason");
+    let ws = TempDir::new("mcp-reason-ws");
+    let config = TempDir::new("mcp-reason-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("gvc.yaml"),
+        "isolation: gvisor\nfilesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+    runtime().block_on(async {
+        let c = stdio_client(
+            state.path(),
+            &["--profile", "gvc", "--workspace", ws.str()],
+            &[("XDG_CONFIG_HOME", config.path())],
+        )
+        .await;
+        // Before: `create_sandbox failed (refused): cannot set up the
+        // sandbox: ...`, once runsc's start was refused.
+        let e = refused(&call(&c, "create_sandbox", serde_json::json!({})).await);
+        assert!(
+            e.contains("create_sandbox failed (invalid_spec, caches_with_gvisor)"),
+            "{e}"
+        );
+        assert!(
+            sandboxes_on_disk(state.path()).is_empty(),
+            "a refused create leaves nothing"
+        );
         c.cancel().await.unwrap();
     });
 }

@@ -127,7 +127,10 @@ fn a_token_opening_session_after_session_is_refused_past_its_bound_and_another_t
     }
     let (code, answer) = raw(&addr, "POST", &greedy, None, INITIALIZE);
     assert_eq!(code, 429, "{answer}");
-    assert!(body_of(&answer).contains("\"quota\""), "{answer}");
+    // A bound on sessions, not a quota (before: code `quota`).
+    let p = json(body_of(&answer));
+    assert_eq!(p["code"], "too_many_sessions", "{answer}");
+    assert_eq!(p["details"]["bound"], "per_token", "{answer}");
     // The other token's session is untouched.
     let (code, answer) = raw(&addr, "POST", &victim, Some(&sid), LIST);
     assert_eq!(code, 200, "{answer}");

@@ -186,8 +186,10 @@ fn missing() -> Response {
 /// caller's: the same words for another caller's and an unknown one.
 const NOT_HELD: &str = "MCP session: the Mcp-Session-Id is not one of this caller's live sessions";
 
-/// The answer to a session past a bound: 429 with the reason, as the
-/// API words a quota (`code`, `message`).
+/// The answer to a session past a bound, as the API words the bounds of
+/// its long-lived answers: `too_many_sessions`, the bound named in
+/// `details.bound` (not `quota`, which is a token's quotas, passed only
+/// by removing something: a session bound passes when a session ends).
 fn refused(full: &Full) -> (StatusCode, String) {
     match full {
         Full::Caller => (
@@ -201,9 +203,20 @@ fn refused(full: &Full) -> (StatusCode, String) {
     }
 }
 
-fn refused_answer((status, message): (StatusCode, String)) -> Response {
-    let body = serde_json::json!({"code": "quota", "message": message});
-    (status, axum::Json(body)).into_response()
+fn refused_answer(full: &Full, (status, message): (StatusCode, String)) -> Response {
+    let mut e = crate::error::ApiError::new(status, "too_many_sessions", message);
+    e = match full {
+        // The caller's own: it passes when the caller ends one.
+        Full::Caller => {
+            e.with_details(serde_json::json!({ "bound": "per_token", "limit": PER_CALLER }))
+        }
+        // Filled by every caller's sessions, which end without this one.
+        Full::Daemon => {
+            e.retry_after = Some(crate::error::BUSY_RETRY_AFTER);
+            e.with_details(serde_json::json!({ "bound": "per_daemon", "limit": MOST }))
+        }
+    };
+    e.into_response()
 }
 
 /// The middleware: see the module's comment.
@@ -226,7 +239,7 @@ pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Nex
                     let said = refused(&full);
                     let why = format!("MCP session: {}", said.1);
                     door.app.record_denial(&recorded_under(&req), &route, &why);
-                    return refused_answer(said);
+                    return refused_answer(&full, said);
                 }
             };
             let res = next.run(req).await;

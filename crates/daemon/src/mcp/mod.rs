@@ -263,8 +263,10 @@ impl Session {
         let s = self.settings();
         let have = self.state().sandboxes.len();
         if have >= MAX_SANDBOXES {
+            // A bound of the session's, not a token's quota: it passes
+            // when the session destroys one of its sandboxes.
             return Err(Refused::new(
-                "quota",
+                "too_many_sandboxes",
                 format!(
                     "this session has {have} sandboxes, the most it may have at once: destroy_sandbox one first"
                 ),

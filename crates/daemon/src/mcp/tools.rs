@@ -189,9 +189,16 @@ impl Session {
         };
         match result {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(with_notes(text))]),
+            // The code, and the reason below it when the API gave one
+            // (`invalid_spec, caches_with_gvisor`): a model or a client
+            // matches on them, not on the words.
             Err(e) => CallToolResult::error(vec![ContentBlock::text(with_notes(format!(
                 "{name} failed ({}): {}",
-                e.code, e.message
+                match &e.reason {
+                    Some(r) if *r != e.code => format!("{}, {r}", e.code),
+                    _ => e.code.clone(),
+                },
+                e.message
             )))]),
         }
     }
