@@ -110,6 +110,20 @@ impl Cause {
             ..Cause::new(reason)
         }
     }
+
+    /// `reason` for `name` on `port` wanting an entry: the
+    /// `--allow-domain` entry that allows it, or for the host itself
+    /// (`host.warden.internal`, which no such entry may name) the host
+    /// port to open.
+    pub fn for_want_of_entry(reason: Reason, name: &str, port: u16) -> Cause {
+        if name.eq_ignore_ascii_case(warden_policy::HOST_ALIAS) {
+            return Cause {
+                field: Some(Field::AllowHostPort),
+                ..Cause::with_entry(reason, port.to_string())
+            };
+        }
+        Cause::with_entry(reason, domain_entry(name, port))
+    }
 }
 
 /// The entry of `--allow-domain`'s field that allows `name` on `port`:
@@ -187,6 +201,7 @@ reasons! {
     BadRequest => "bad_request", -, "An HTTP request head that is too long or names no single host name.";
     TunnelMismatch => "tunnel_mismatch", -, "A CONNECT tunnel carries a connection for another name.";
     RecordType => "record_type", -, "A DNS record type a sandbox does not need (TXT, NULL, ANY...): what tunnels are made of.";
+    MalformedName => "malformed_name", -, "A DNS question whose name is not a host name (a control character, an escape, a quote, an empty label): answered NXDOMAIN and recorded escaped; no entry could allow it.";
     // Ask mode.
     DeniedWhenAsked => "denied_when_asked", AllowDomain, "A person denied the connection when asked.";
     NoOneToAsk => "no_one_to_ask", AllowDomain, "Ask mode has no terminal or approvals desk to ask on.";

@@ -218,9 +218,15 @@ pub fn answer(
         return response.to_vec().ok().map(|v| (v, None));
     }
     let raw_name = question.name().to_ascii();
-    let name = normalize_name(raw_name.trim_end_matches('.')).unwrap_or_default();
+    // A name that is not a host name is recorded as it was asked,
+    // escaped, so the record says what was asked and no remedy names a
+    // blank entry.
+    let (name, malformed) = match normalize_name(raw_name.trim_end_matches('.')) {
+        Ok(n) if !n.is_empty() => (n, false),
+        _ => (shown_name(question.name()), true),
+    };
     let qtype = question.query_type();
-    let allowed = if name.is_empty() {
+    let allowed = if malformed {
         None
     } else {
         matcher
@@ -235,6 +241,13 @@ pub fn answer(
         rule: allowed.as_ref().map(|(rule, _)| rule.clone()),
         cause: match &allowed {
             Some((_, reason)) => Cause::new(*reason),
+            None if malformed => Cause::new(Reason::MalformedName),
+            // The host itself is opened port by port, never by a name's
+            // entry (which warden refuses for it).
+            None if name == warden_policy::HOST_ALIAS => Cause {
+                field: Some(warden_policy::Field::AllowHostPort),
+                ..Cause::new(Reason::NotAllowed)
+            },
             // Any entry for the name answers its queries.
             None => Cause::with_entry(Reason::NotAllowed, domain_entry(&name, 443)),
         },
@@ -268,6 +281,35 @@ pub fn answer(
         }
     }
     response.to_vec().ok().map(|v| (v, Some(decision)))
+}
+
+/// A DNS question's name that is not a host name, as a record shows it:
+/// each label's printable ASCII kept, every other byte (a control, a
+/// quote, a space, a dot inside a label, a non-ASCII byte) as `%XX`, the
+/// labels joined by `.`, at most 253 bytes of them, in angle brackets so
+/// that no one reads it for a name to allow; `<root>` for none.
+fn shown_name(name: &hickory_proto::rr::Name) -> String {
+    let mut out = String::from("<");
+    for (i, label) in name.iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        for &b in label {
+            if b.is_ascii_graphic() && !b"%<>\"'\\.".contains(&b) {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        if out.len() > 253 {
+            break;
+        }
+    }
+    if out.len() == 1 {
+        return "<root>".into();
+    }
+    out.push('>');
+    out
 }
 
 #[cfg(test)]
@@ -456,6 +498,40 @@ mod tests {
         let aaaa = ask("www.example.com", RecordType::AAAA, &mut addrs);
         assert_eq!(aaaa.response_code(), ResponseCode::NoError);
         assert!(aaaa.answers().is_empty());
+    }
+
+    /// Names no entry could allow (an escape, a newline, a quote, a dot
+    /// or a NUL inside a label): answered NXDOMAIN, recorded under what
+    /// was asked, escaped and printable, with their own reason and no
+    /// entry to suggest, even in ask mode.
+    #[test]
+    fn a_question_whose_name_is_no_host_name_is_recorded_escaped_with_no_remedy() {
+        let mut addrs = NameAddresses::default();
+        for (label, shown) in [
+            (&b"a\x1b[31mb"[..], "<a%1B[31mb.example.com>"),
+            (b"a\nb", "<a%0Ab.example.com>"),
+            (b"a\"b", "<a%22b.example.com>"),
+            (b"a.b", "<a%2Eb.example.com>"),
+            (b"a\0b", "<a%00b.example.com>"),
+        ] {
+            let name =
+                Name::from_labels(vec![label.to_vec(), b"example".to_vec(), b"com".to_vec()])
+                    .unwrap();
+            let mut m = Message::new();
+            m.set_id(7).set_message_type(MessageType::Query);
+            m.add_query(Query::query(name, RecordType::A));
+            for ask in [None, Some(("ask", Reason::AskOnConnection))] {
+                let (bytes, decision) =
+                    answer(&m.to_vec().unwrap(), &matcher(), ask, &mut addrs).unwrap();
+                let reply = Message::from_vec(&bytes).unwrap();
+                assert_eq!(reply.response_code(), ResponseCode::NXDomain, "{shown}");
+                let d = decision.unwrap();
+                assert_eq!(d.name, shown);
+                assert!(!d.allowed);
+                assert_eq!(d.cause.reason, Reason::MalformedName);
+                assert_eq!(d.cause.entry, None);
+            }
+        }
     }
 
     #[test]

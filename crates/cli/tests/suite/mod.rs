@@ -40,6 +40,7 @@ mod disk;
 mod door_records;
 mod egress;
 mod egress_live;
+mod egress_names;
 mod exec_attacks;
 mod exec_refusal_events;
 mod exec_refusal_flood;

@@ -72,7 +72,7 @@ pub(super) enum Verdict {
 fn not_allowed(name: String, port: u16, http: bool) -> Verdict {
     Verdict::Deny {
         why: format!("no allowlist entry for this name on port {port}"),
-        cause: Cause::with_entry(Reason::NotAllowed, domain_entry(&name, port)),
+        cause: Cause::for_want_of_entry(Reason::NotAllowed, &name, port),
         name: Some(name),
         http,
         ask_port: Some(port),
@@ -124,7 +124,7 @@ pub(super) async fn verdict(
                 Verdict::Refuse {
                     name: name.clone(),
                     why: format!("no allowlist entry allows port {port} for any name"),
-                    cause: Cause::with_entry(Reason::PortNotAllowed, domain_entry(name, port)),
+                    cause: Cause::for_want_of_entry(Reason::PortNotAllowed, name, port),
                 },
             );
         }
