@@ -311,3 +311,44 @@ fn what_needs_a_stopped_sandboxs_processes_is_a_conflict_with_reason_not_running
         assert_eq!(p["reason"], "not_running", "{method} {path}: {text}");
     }
 }
+
+#[test]
+fn a_file_past_the_sandboxs_disk_limit_is_507_workspace_full_not_a_quota() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("reasons-full");
+    let d = Daemon::start(state.path(), false);
+    let (s, text) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"full","start":true,"spec":{"resources":{"disk":"16M","memory":"256M"}}}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{text}");
+    let big = state.path().join("big");
+    std::fs::write(&big, vec![0u8; 40 << 20]).unwrap();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-X", "PUT", "-w", "\n%{http_code}", "--unix-socket"])
+        .arg(&d.socket)
+        .args([
+            "-H",
+            "content-type: application/octet-stream",
+            "--data-binary",
+        ])
+        .arg(format!("@{}", big.display()))
+        .arg("http://warden/v1/sandboxes/full/files?path=big")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, status) = text.rsplit_once('\n').unwrap_or_default();
+    assert_eq!(status, "507", "{text}");
+    // Before: code `quota`, which a client takes for a token's quotas.
+    let p = json(body);
+    assert_eq!(p["code"], "workspace_full", "{text}");
+    let message = p["message"].as_str().unwrap_or_default();
+    assert!(message.contains("/resources/disk"), "{message}");
+    let (s, _) = call(&d, "DELETE", "/v1/sandboxes/full?force=true", None, None);
+    assert_eq!(s, 204);
+}

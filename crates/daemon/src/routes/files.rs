@@ -33,6 +33,10 @@ use crate::app::App;
 use crate::body::Body;
 use crate::error::{chain, ApiError, Problem};
 
+/// The code of a file operation refused for want of space in the
+/// sandbox's workspace (507).
+pub const WORKSPACE_FULL: &str = "workspace_full";
+
 /// Rounds of a recursive removal (each up to
 /// `warden_protocol::files::REMOVE_BUDGET` entries) before it gives up.
 const MAX_REMOVE_ROUNDS: usize = 5000;
@@ -182,10 +186,14 @@ pub(crate) fn file_error(errno: Errno, path: &str) -> ApiError {
             "forbidden",
             format!("the sandbox may not do this to {shown:?}: {}", errno.desc()),
         ),
+        // The sandbox's own disk limit (`/resources/disk`) or the file
+        // system under its workspace: not a token's quota (`quota`), which
+        // the caller passes by removing a sandbox; this passes by
+        // removing files of this sandbox.
         Errno::ENOSPC | Errno::EDQUOT => ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
-            "quota",
-            format!("no space left for {shown:?} in the sandbox's workspace"),
+            WORKSPACE_FULL,
+            format!("no space left for {shown:?} in the sandbox's workspace (its disk limit, `resources.disk`, or the file system under it): remove files of the sandbox, or make it again with a larger one"),
         ),
         Errno::ENOMEDIUM => ApiError::conflict(
             "this sandbox has no workspace the files API can reach (none was given, or it runs degraded, without a mount namespace)",
