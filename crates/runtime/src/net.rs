@@ -37,10 +37,10 @@ pub struct Wiring {
     /// Programs the exec allowlist refuses, asked about on the terminal's
     /// desk once there is one.
     programs: Option<Arc<crate::ask_programs::TerminalPrograms>>,
-    /// The owner's catalogue and warden's state: what the writable
-    /// volumes' merges at the stop leave alone (the owner's files, as they
-    /// are then: [`crate::owners_files::OwnersFence`]).
-    owner: Option<(warden_policy::compose::Catalog, std::path::PathBuf)>,
+    /// The owner's catalogue and warden's state, if there is one: what the
+    /// writable volumes' merges at the stop leave alone (the owner's files,
+    /// as they are then: [`crate::owners_files::OwnersFence`]).
+    owner: Option<(warden_policy::compose::Catalog, Option<std::path::PathBuf>)>,
 }
 
 impl Wiring {
@@ -64,13 +64,14 @@ impl Wiring {
     }
 
     /// Fence the writable volumes' merges at the stop with the owner's
-    /// files of `catalog` and of the state `state`, computed then.
+    /// files of `catalog` and of the state `state` (if the run has one),
+    /// computed then.
     pub fn fence_volumes(
         &mut self,
         catalog: warden_policy::compose::Catalog,
-        state: &std::path::Path,
+        state: Option<&std::path::Path>,
     ) {
-        self.owner = Some((catalog, state.to_path_buf()));
+        self.owner = Some((catalog, state.map(std::path::Path::to_path_buf)));
     }
 
     /// With `--ask`, have `asker` answer when the jail has no terminal to
@@ -203,7 +204,8 @@ impl warden_jail::Attach for Wiring {
     fn fence(&self) -> Option<Box<dyn warden_jail::cache::Fence>> {
         let (catalog, state) = self.owner.as_ref()?;
         Some(Box::new(crate::owners_files::OwnersFence::now(
-            catalog, state,
+            catalog,
+            state.as_deref(),
         )))
     }
 

@@ -24,24 +24,38 @@ pub struct Finished {
 /// they happen; returns when every process of the sandbox is gone.
 ///
 /// Must be called while the process is single-threaded (the sandbox is
-/// cloned from it); threads start only after the clone.
+/// cloned from it); threads start only after the clone. Its writable
+/// volumes' merges are fenced by no owner's files: a door runs the
+/// owner's sandboxes with [`run_once_asking`] and the owner's [`Owner`].
 pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finished, JailError> {
-    run_once_asking(spec, id, sinks, None)
+    run_once_asking(spec, id, sinks, None, None)
 }
+
+/// Whose run it is: the owner's catalogue and warden's state (if the run
+/// has one), whose files, as they are at the stop, the writable volumes'
+/// merges hold back ([`crate::owners_files::OwnersFence`]), as a
+/// supervisor's do.
+pub type Owner<'a> = (warden_policy::compose::Catalog, Option<&'a std::path::Path>);
 
 /// [`run_once`], and under `egress.ask` at a terminal, the programs the
 /// exec allowlist refuses asked about there ([`crate::ask_programs`]):
 /// an "always" is kept where `program_grants` says (the project's
-/// programs' grants, or the profile in use; `None` offers no "always").
+/// programs' grants, or the profile in use; `None` offers no "always");
+/// with `owner`, the writable volumes' merges at the stop are fenced by
+/// the owner's files.
 pub fn run_once_asking(
     spec: &SandboxSpec,
     id: &str,
     sinks: Vec<Sink>,
     program_grants: Option<crate::programs::Keep>,
+    owner: Option<Owner<'_>>,
 ) -> Result<Finished, JailError> {
     let bus = Bus::new(id, sinks);
     bus.set_budget(spec.resources.audit_budget, 0);
     let mut wiring = Wiring::new(spec, bus.clone());
+    if let Some((catalog, state)) = owner {
+        wiring.fence_volumes(catalog, state);
+    }
     let programs = crate::ask_programs::TerminalPrograms::new(bus.clone(), program_grants);
     if !spec.allow_exec.is_empty() {
         wiring.ask_programs(programs.clone());

@@ -191,18 +191,28 @@ fn sandboxes_own(state: &Path, dir: &Path) -> bool {
 #[derive(Debug, Clone)]
 pub struct OwnersFence {
     files: OwnersFiles,
-    keep: PathBuf,
+    /// Where held-back entries are kept: the state's [`HELD_BACK`];
+    /// `None` for a run without a state (they are dropped, and still
+    /// reported).
+    keep: Option<PathBuf>,
 }
 
 impl OwnersFence {
-    /// The owner's files of `catalog` and of the state `state` (with the
-    /// daemons' settings files it records), as they are now.
-    pub fn now(catalog: &Catalog, state: &Path) -> OwnersFence {
+    /// The owner's files of `catalog` and of the state `state`, if there
+    /// is one (with the daemons' settings files it records), as they are
+    /// now.
+    pub fn now(catalog: &Catalog, state: Option<&Path>) -> OwnersFence {
+        let Some(state) = state else {
+            return OwnersFence {
+                files: OwnersFiles::of(catalog, &[], &[]),
+                keep: None,
+            };
+        };
         let files = crate::state::daemon_configs(state);
         let state_real = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
         OwnersFence {
             files: OwnersFiles::of(catalog, &[state_real.as_path()], &files),
-            keep: state_real.join(HELD_BACK),
+            keep: Some(state_real.join(HELD_BACK)),
         }
     }
 }
@@ -215,7 +225,7 @@ impl warden_jail::cache::Fence for OwnersFence {
     }
 
     fn keep(&self) -> Option<&Path> {
-        Some(&self.keep)
+        self.keep.as_deref()
     }
 }
 

@@ -218,9 +218,15 @@ pub fn stop(names: &[String], time: Duration) -> anyhow::Result<u8> {
             eprintln!("warden: sandbox {name} is not running");
             continue;
         }
+        // What the stop's merge of its writable volumes held back is in
+        // the sandbox's log from here on: said, loudly, once it is done.
+        let mark = denials::Mark::now(sb.dir());
         lifecycle::stop_watching(&sb, time, &mut |s| {
             eprintln!("warden: {}", still_stopping(name, s));
         })?;
+        for line in mark.held_back() {
+            eprintln!("warden: {line}");
+        }
         println!("{name}");
     }
     Ok(0)

@@ -140,7 +140,9 @@ pub fn resolve(
 /// Says each layer the host could not give, as it happens, on stderr: in
 /// full, except the lack of cgroups, which a rootless user meets on every
 /// run of such a host and which gets one short line (`warden doctor` has
-/// the details and the fix); cache writes that were not kept; and what
+/// the details and the fix); cache writes that were not kept; what a
+/// writable volume's merge held back (the owner's files) and where it is
+/// kept; and what
 /// the microVM backend's relay cut (a guest cut off ends the run, which
 /// then says only that the VM ended).
 pub struct DegradedNotices;
@@ -152,6 +154,7 @@ impl warden_audit::EventSink for DegradedNotices {
                 eprintln!("{}", degraded_line(layer, lost))
             }
             warden_audit::EventKind::CacheLeftOut { .. }
+            | warden_audit::EventKind::VolumeHeldBack { .. }
             | warden_audit::EventKind::VmCutOff { .. }
             | warden_audit::EventKind::ExecOutputCut { .. } => {
                 eprintln!("warden: {}", super::worded(&event.kind.describe()))

@@ -127,8 +127,10 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         .as_deref()
         .and_then(|f| warden_runtime::programs::Keep::of(f, into_profile));
     let programs_before = ProgramsSaved::before(program_grants.as_ref())?;
+    // Writable volumes merge at the stop, never over the owner's files.
+    let owner = Some((super::catalog(), state.as_deref()));
     let finished =
-        warden_runtime::run_once_asking(&resolved.spec, &id, sinks, program_grants.clone());
+        warden_runtime::run_once_asking(&resolved.spec, &id, sinks, program_grants.clone(), owner);
     programs_before.say_new();
     if let Some(file) = &resolved.sinks.grants {
         // What "always" answers wrote, as the lines now in the file.

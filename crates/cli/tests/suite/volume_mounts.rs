@@ -5,7 +5,10 @@
 //! ends in ENOSPC inside and the host directory grows by at most the
 //! limit; a read-only one is never written; the VM and gVisor backends
 //! refuse a spec with volumes before anything runs, rather than dropping
-//! them.
+//! them. What the run wrote over a file the owner's configuration reads
+//! (a profile's `extends` target in the volume's directory) is held back,
+//! kept in the state's `held-back/` and said on stderr, on the one-shot
+//! run as at a named sandbox's stop.
 
 use crate::common::*;
 use std::os::unix::fs::MetadataExt;
@@ -202,4 +205,124 @@ fn a_rootless_run_writing_without_end_into_a_volume_is_stopped_at_its_disk_limit
         std::fs::read_to_string(vol.path().join("f")).unwrap(),
         "kept\n"
     );
+}
+
+/// An owner whose catalogue (`XDG_CONFIG_HOME`) has a profile extending
+/// `VOLUME/base.yaml`, and whose state is `STATE`.
+struct OwnerWithVolume {
+    config: TempDir,
+    state: TempDir,
+    vol: TempDir,
+}
+
+/// What a sandbox writes over the owner's `base.yaml`: a secret whose
+/// program is its own, which the owner's profile would run on the host.
+const PLANTED: &str = "secrets:\n  T:\n    from_command: [/tmp/planted]\n    hosts: [x.test]\n";
+const BASE: &str = "description: the owner's shared settings\n";
+
+impl OwnerWithVolume {
+    fn new(tag: &str) -> OwnerWithVolume {
+        let o = OwnerWithVolume {
+            config: TempDir::new(&format!("{tag}-config")),
+            state: TempDir::new(&format!("{tag}-state")),
+            vol: TempDir::new(&format!("{tag}-dir")),
+        };
+        let profiles = o.config.path().join("warden/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::write(o.vol.path().join("base.yaml"), BASE).unwrap();
+        std::fs::write(
+            profiles.join("own.yaml"),
+            format!("extends: [{}]\n", o.vol.path().join("base.yaml").display()),
+        )
+        .unwrap();
+        o
+    }
+
+    fn warden(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", self.state.path())
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The one directory of `held-back/` (one per volume), if any.
+    fn held_back(&self) -> Option<std::path::PathBuf> {
+        let dir = std::fs::read_dir(self.state.path().join("held-back")).ok()?;
+        let all: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+        assert!(all.len() <= 1, "{all:?}");
+        all.into_iter().next()
+    }
+
+    /// The owner's files are as they were, the sandbox's other file
+    /// merged, what it wrote over `base.yaml` kept under `held-back/`
+    /// and said on `stderr`.
+    fn assert_held_back(&self, stderr: &str) {
+        assert_eq!(
+            std::fs::read_to_string(self.vol.path().join("base.yaml")).unwrap(),
+            BASE,
+            "the owner's profile now extends what the sandbox wrote; stderr: {stderr}"
+        );
+        assert!(!self.vol.path().join("conf").exists(), "{stderr}");
+        assert_eq!(
+            std::fs::read_to_string(self.vol.path().join("note")).unwrap(),
+            "mine\n"
+        );
+        let kept = self.held_back().expect("what was held back is kept");
+        assert_eq!(
+            std::fs::read_to_string(kept.join("base.yaml")).unwrap(),
+            PLANTED
+        );
+        assert!(
+            stderr.contains("HELD BACK (holds_configuration)")
+                && stderr.contains("base.yaml")
+                && stderr.contains(&kept.display().to_string()),
+            "the owner is not told what was held back and where: {stderr}"
+        );
+    }
+}
+
+/// The sandbox's writes: over the owner's `base.yaml`, and a file of its
+/// own.
+fn overwrite_base(inside: &str) -> String {
+    format!(
+        "printf '{}' > {inside}/base.yaml && echo mine > {inside}/note",
+        PLANTED.replace('\n', "\\n")
+    )
+}
+
+#[test]
+fn a_one_shot_run_never_merges_over_a_file_the_owners_profile_extends_and_says_what_it_held_back() {
+    let o = OwnerWithVolume::new("volume-fence-run");
+    let out = o.warden(&[
+        "run",
+        "--no-tty",
+        "--volume",
+        &volume_arg(o.vol.path(), "/mnt/v", ""),
+        "--",
+        "sh",
+        "-c",
+        &overwrite_base("/mnt/v"),
+    ]);
+    ok(&out);
+    o.assert_held_back(&stderr(&out));
+}
+
+#[test]
+fn a_named_sandboxs_stop_says_what_its_volumes_merge_held_back() {
+    let o = OwnerWithVolume::new("volume-fence-stop");
+    ok(&o.warden(&[
+        "create",
+        "vf",
+        "--start",
+        "--volume",
+        &volume_arg(o.vol.path(), "/mnt/v", ""),
+    ]));
+    ok(&o.warden(&["exec", "vf", "--", "sh", "-c", &overwrite_base("/mnt/v")]));
+    let out = o.warden(&["stop", "vf"]);
+    ok(&out);
+    o.assert_held_back(&stderr(&out));
+    let _ = o.warden(&["rm", "-f", "vf"]);
 }

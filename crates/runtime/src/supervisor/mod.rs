@@ -307,7 +307,7 @@ fn supervise(
     // What the sandbox wrote into a writable volume is merged into the
     // volume's directory at the stop, never into a file the owner's
     // configuration is read from by then.
-    wiring.fence_volumes(owner.clone(), state_root);
+    wiring.fence_volumes(owner.clone(), Some(state_root));
     // This start's own id (the cgroup's name, the prefix of its questions'
     // ids): sandboxes of one name in two state directories, or one started
     // again before its old cgroup was removed, never meet.
