@@ -153,16 +153,21 @@ fn rootless_a_named_gvisor_sandbox_is_refused_rather_than_run_past_its_disk_budg
     user.own(state.path());
     user.own(ws.path());
     let st = state.path().join("warden");
-    ok(&user.warden(
+    // Refused when it is made, at the isolation, with nothing made
+    // (before, it was made and every start of it refused).
+    let out = user.warden(
         &st,
         &["create", "r", "--isolation", "gvisor", "-w", ws.str()],
-    ));
-    let out = user.warden(&st, &["start", "r"]);
+    );
     let err = stderr(&out);
-    assert_ne!(code(&out), 0, "a rootless gVisor sandbox started: {err}");
+    assert_ne!(code(&out), 0, "a rootless gVisor sandbox was made: {err}");
     assert!(
-        err.contains("disk budget") && err.contains("--disk"),
+        err.contains("--isolation gvisor") && err.contains("disk budget") && err.contains("--disk"),
         "{err}"
+    );
+    assert!(
+        !st.join("sandboxes/r").exists(),
+        "a refused sandbox was made"
     );
     assert!(
         runsc_running_under(&st).is_empty(),
