@@ -64,6 +64,20 @@ pub const TOKEN_VOLUMES: &str = "e2b/volumes";
 /// ([`OwnersFence`]).
 pub const HELD_BACK: &str = "held-back";
 
+/// Where, in the state `state`, what the merges of the volume directory
+/// `dir` held back is kept (the jail's naming: [`HELD_BACK`]`/DEV-INO`,
+/// the directory's identity, read without following a link); `None` when
+/// `dir` cannot be read. What is there goes with the volume: counted with
+/// it, removed with it.
+pub fn held_back_of(state: &Path, dir: &Path) -> Option<PathBuf> {
+    let st = std::fs::symlink_metadata(dir).ok()?;
+    Some(
+        state
+            .join(HELD_BACK)
+            .join(format!("{}-{}", st.dev(), st.ino())),
+    )
+}
+
 /// The owner's configuration, as files and directories on the host.
 #[derive(Debug, Clone, Default)]
 pub struct OwnersFiles {

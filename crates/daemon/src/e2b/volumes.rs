@@ -19,7 +19,9 @@
 //! writable one's writes are held within the sandbox's disk limit while
 //! it runs and merged into the volume when it stops (the jail's `kept`).
 //! A kept volume's bytes count against the token's disk quota
-//! ([`bytes_of_token`]). Not
+//! ([`bytes_of_token`]), with what its merges held back (the owner's
+//! files its sandboxes wrote over, kept under the state's `held-back/`),
+//! which its delete removes. Not
 //! done yet: E2B's volume content API (a volume's files without a
 //! sandbox), whose address the SDK derives from the domain answered
 //! here, the door's own `.localhost` one, so those calls fail to connect
@@ -328,6 +330,15 @@ pub async fn delete(
         let data = std::fs::File::open(dir.join("data")).map_err(|err| err.to_string())?;
         let _merges_held = nix::fcntl::Flock::lock(data, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, err)| err.to_string())?;
+        // What its merges held back (the owner's files its sandboxes
+        // wrote over) goes with it, first: a removal that fails leaves
+        // the volume listed and counted, and a later volume given the
+        // same directory identity never inherits it.
+        if let Some(held) = held_back(&e.app, &dir.join("data")) {
+            warden_workspace::fsutil::remove_tree(&held).map_err(|err| {
+                format!("what its merges held back ({}) cannot be removed: {err}", held.display())
+            })?;
+        }
         // Out of the listing first (a rename is whole), then removed; a
         // removal that fails leaves `.ID.deleted`, which still counts
         // against its token ([`bytes_of_token`]) until a sweep ends it.
@@ -432,10 +443,23 @@ pub(crate) fn bytes_of_token(app: &App, token: &str) -> u64 {
         })
         .map(|d| d.path());
     // `tree_size` answers `u64::MAX` for a tree it cannot measure: the
-    // quota then refuses, never takes it as empty.
+    // quota then refuses, never takes it as empty. What a volume's merges
+    // held back is its own too: its sandboxes wrote it.
     kept.chain(left)
-        .map(|dir| warden_workspace::fsutil::tree_size(&dir.join("data")))
+        .map(|dir| {
+            let data = dir.join("data");
+            let held = held_back(app, &data)
+                .filter(|h| h.symlink_metadata().is_ok())
+                .map_or(0, |h| warden_workspace::fsutil::tree_size(&h));
+            warden_workspace::fsutil::tree_size(&data).saturating_add(held)
+        })
         .fold(0, u64::saturating_add)
+}
+
+/// Where what the merges of the volume directory `data` held back is
+/// kept, if `data` can be read.
+fn held_back(app: &App, data: &std::path::Path) -> Option<PathBuf> {
+    warden_runtime::owners_files::held_back_of(&app.state_dir, data)
 }
 
 /// One mount of E2B's create body (`volumeMounts`).
