@@ -220,14 +220,18 @@ impl RequestRule {
 
     /// Whether the rule is for `name` on `port`.
     pub fn is_for(&self, name: &str, port: u16) -> bool {
+        self.names(name) && self.domain.allows_port(port)
+    }
+
+    /// Whether the rule is for `name`, on whichever of its ports.
+    pub fn names(&self, name: &str) -> bool {
         let d = &self.domain;
         let name = name.strip_suffix('.').unwrap_or(name);
-        let name_matches = name.eq_ignore_ascii_case(&d.name)
+        name.eq_ignore_ascii_case(&d.name)
             || (d.subdomains
                 && name.len() > d.name.len()
                 && name[name.len() - d.name.len()..].eq_ignore_ascii_case(&d.name)
-                && name.as_bytes()[name.len() - d.name.len() - 1] == b'.');
-        name_matches && d.allows_port(port)
+                && name.as_bytes()[name.len() - d.name.len() - 1] == b'.')
     }
 }
 

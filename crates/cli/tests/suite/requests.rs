@@ -375,6 +375,7 @@ mod git;
 mod head;
 mod literal;
 mod mcp;
+mod ports;
 mod readings;
 mod record;
 mod segments;

@@ -185,10 +185,15 @@ impl RequestRules {
         self.rules.iter().any(|r| r.action == RequestAction::Ask)
     }
 
-    /// Whether `name:port` has request rules: its TLS is terminated and
-    /// each request decided.
-    pub fn covers(&self, name: &str, port: u16) -> bool {
-        self.rules.iter().any(|r| r.is_for(name, port))
+    /// Whether `name:port` is ruled: its TLS is terminated and each
+    /// request decided. A name with request rules is ruled on every port
+    /// it is reached on, not only those its rules name: another port of
+    /// the name allowed by an entry of its own (an ssh `github.com:22`
+    /// beside a read-only preset) would otherwise reach the server with
+    /// nothing decided. There, nothing but TLS naming it passes, and only
+    /// the requests a rule for that port allows.
+    pub fn covers(&self, name: &str, _port: u16) -> bool {
+        self.rules.iter().any(|r| r.names(name))
     }
 
     /// Whether deciding a `method` request to `path` on `name:port` needs

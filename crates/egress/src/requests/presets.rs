@@ -233,7 +233,10 @@ fn the_model_api_preset_calls_models_but_never_uploads_files() {
     // ones an outside review found reaching the server): not on the allow
     // list, so refused by default.
     for (method, url) in [
-        ("POST", "https://api.mistral.ai/v1/libraries/lib123/documents"),
+        (
+            "POST",
+            "https://api.mistral.ai/v1/libraries/lib123/documents",
+        ),
         ("POST", "https://api.mistral.ai/v1/ocr"),
         ("POST", "https://api.anthropic.com/v1/skills"),
         ("POST", "https://api.anthropic.com/v1/skills/s1/versions"),

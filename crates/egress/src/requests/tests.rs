@@ -49,7 +49,22 @@ fn once_a_name_has_rules_a_request_that_matches_none_is_refused() {
     );
     assert!(r.covers("api.forge.test", 443));
     assert!(!r.covers("other.test", 443));
-    assert!(!r.covers("api.forge.test", 8443));
+    // Ruled on every port it is reached on; on one no rule names, no
+    // request is allowed.
+    assert!(r.covers("api.forge.test", 8443));
+    assert_eq!(
+        r.decide(&Request {
+            name: "api.forge.test",
+            port: 8443,
+            method: "GET",
+            path: "/repos/acme/w",
+            query: None,
+            rpc: &Rpc::NoBody,
+            params: &Params::None,
+        })
+        .outcome,
+        Outcome::NoRule
+    );
 }
 
 #[test]
