@@ -120,8 +120,15 @@ pub struct HeldBack {
 /// everything under `profile` within `limit` bytes (as
 /// [`fsutil::tree_size`] measures it). Holds an exclusive lock on `profile`
 /// meanwhile, so that sandboxes of the profile stopping at the same time
-/// merge one after the other.
-pub fn merge(live: &Path, dest: &Path, profile: &Path, limit: u64) -> Result<Merged, CacheError> {
+/// merge one after the other. With a `fence`, what it names is held back,
+/// as from a volume (the owner's configuration can name a file inside a
+/// cache's directory).
+pub fn merge(
+    live: &Path,
+    dest: &Path,
+    (profile, limit): (&Path, u64),
+    fence: Option<&dyn Fence>,
+) -> Result<Merged, CacheError> {
     let lock_err = |source| CacheError::Lock {
         path: profile.to_path_buf(),
         source,
@@ -136,7 +143,7 @@ pub fn merge(live: &Path, dest: &Path, profile: &Path, limit: u64) -> Result<Mer
         source,
     })?;
     // A tree that cannot be measured takes nothing more (`u64::MAX`).
-    merge_into(live, dest, dir, (fsutil::tree_size(profile), limit), None)
+    merge_into(live, dest, dir, (fsutil::tree_size(profile), limit), fence)
 }
 
 /// Merge the upper layer `live` of a writable volume into the volume's
@@ -240,7 +247,7 @@ mod tests {
         fs::write(live.path().join("dir/inner"), "inner\n").unwrap();
         fs::create_dir(live.path().join("sub")).unwrap();
         fs::write(live.path().join("sub/x"), "x").unwrap();
-        let m = merge(live.path(), &dest, profile.path(), 1 << 20).unwrap();
+        let m = merge(live.path(), &dest, (profile.path(), 1 << 20), None).unwrap();
         assert_eq!(m.left_out, 0);
         assert_eq!(fs::read_to_string(dest.join("file")).unwrap(), "cached\n");
         assert!(!fs::symlink_metadata(dest.join("dir"))
@@ -288,7 +295,7 @@ mod tests {
         fs::create_dir_all(&dest).unwrap();
         fs::write(live.path().join("a"), vec![1u8; 300 << 10]).unwrap();
         fs::write(live.path().join("b"), vec![1u8; 300 << 10]).unwrap();
-        let m = merge(live.path(), &dest, profile.path(), 512 << 10).unwrap();
+        let m = merge(live.path(), &dest, (profile.path(), 512 << 10), None).unwrap();
         assert_eq!(m.left_out, 1);
         assert!(dest.join("a").is_file() && !dest.join("b").exists());
         assert!(fsutil::tree_size(profile.path()) <= 512 << 10);

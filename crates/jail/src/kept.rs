@@ -248,8 +248,8 @@ pub(crate) fn volume_dirs(n: usize) -> Result<(PathBuf, PathBuf), TmpfsError> {
 /// and the home over their saved copies (each whole or not at all), the
 /// caches' and the volumes' writes merged into them; then drop the mark that
 /// said the state was in memory only. Every part is tried; the first
-/// failure is returned. What `fence` names is held back from the volumes'
-/// merges (see [`cache::Fence`]).
+/// failure is returned. What `fence` names is held back from the caches'
+/// and the volumes' merges (see [`cache::Fence`]).
 pub fn save(
     fd: &OwnedFd,
     what: &KeptSave,
@@ -273,10 +273,11 @@ pub fn save(
     if let Some(profile) = &what.profile {
         for (n, dest) in what.caches.iter().enumerate() {
             let upper = live.join("caches").join(n.to_string()).join("upper");
-            match cache::merge(&upper, dest, profile, what.limit) {
+            match cache::merge(&upper, dest, (profile, what.limit), fence) {
                 Ok(m) => {
                     merged.added += m.added;
                     merged.left_out += m.left_out;
+                    merged.held_back.extend(m.held_back);
                 }
                 Err(e) => {
                     first.get_or_insert(e.into());

@@ -184,8 +184,13 @@ impl OwnersFiles {
 
 /// Whether `dir`, in the state `state`, is a place of the sandboxes'
 /// own: anything below a sandbox's own workspace (`workspaces/NAME/...`,
-/// the name included) or below a token's volume's files
-/// (`e2b/volumes/ID/data/...`, not `data` itself).
+/// the name included), below a token's volume's files
+/// (`e2b/volumes/ID/data/...`, not `data` itself), or below one cache's
+/// directory (`caches/PROFILE/NAME/LEAF/...`, a token's
+/// `token-caches/tHEX/PROFILE/NAME/LEAF/...`: what sandboxes of the
+/// profile write back at their stop, [`crate::lifecycle::Owner::caches_dir`]),
+/// so that a cache's merge is fenced by the files the owner's
+/// configuration names there, not by the whole state.
 fn sandboxes_own(state: &Path, dir: &Path) -> bool {
     let Ok(rel) = dir.strip_prefix(state) else {
         return false;
@@ -194,10 +199,17 @@ fn sandboxes_own(state: &Path, dir: &Path) -> bool {
     let volumes: Vec<&std::ffi::OsStr> = Path::new(TOKEN_VOLUMES).iter().collect();
     match parts.as_slice() {
         [w, _, ..] if *w == OWN_WORKSPACES => true,
+        [c, _, _, _, _, ..] if *c == OWNERS_CACHES => true,
+        [c, _, _, _, _, _, ..] if *c == TOKENS_CACHES => true,
         [e, v, _, data, _, ..] => [*e, *v] == volumes.as_slice() && *data == "data",
         _ => false,
     }
 }
+
+/// Where, in warden's state, the machine's owner's caches and each
+/// token's are ([`crate::lifecycle::Owner::caches_dir`]).
+const OWNERS_CACHES: &str = "caches";
+const TOKENS_CACHES: &str = "token-caches";
 
 /// A volume's merge fenced by the owner's files as they are at the merge
 /// (computed when it is made: at the sandbox's stop), what it holds back
@@ -425,6 +437,22 @@ mod tests {
             owners.held_by(&data),
             "a volume's data holds the file named"
         );
+        // A cache's files are the sandboxes' too, but for one a profile
+        // names there; the cache's own directories stay the owner's.
+        let pip = state.join("caches/cachy/pip/pip");
+        std::fs::create_dir_all(&pip).unwrap();
+        std::fs::write(
+            t.join("config/profiles/q.yaml"),
+            format!("extends: [{}]\n", pip.join("conf.yaml").display()),
+        )
+        .unwrap();
+        let owners = OwnersFiles::of(&owner_at(&t), &[state.as_path()], &[]);
+        assert!(!owners.fences(&pip.join("wheels/x.whl"), None));
+        assert!(owners.fences(&pip.join("conf.yaml"), None));
+        assert!(owners.fences(&state.join("caches/cachy/pip"), None));
+        let tok = state.join("token-caches/t61/cachy/pip/pip");
+        assert!(!owners.fences(&tok.join("x"), None));
+        assert!(owners.fences(&state.join("token-caches/t61/cachy/pip"), None));
         // A hard link to the owner's file, by identity.
         std::fs::write(t.join("owners.yaml"), "x").unwrap();
         let named = OwnersFiles::of(&owner_at(&t), &[], &[t.join("owners.yaml")]);

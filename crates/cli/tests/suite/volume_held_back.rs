@@ -2,7 +2,10 @@
 //! sandbox wrote over, kept under the state's `held-back/`) goes with the
 //! volume, through a real daemon over real HTTP: a token's volume's
 //! held-back entries count against the token's disk quota as the
-//! volume's files do, and the volume's delete removes them.
+//! volume's files do, and the volume's delete removes them. A package
+//! cache's write-back (a profile's `caches:`, kept in the state) is
+//! fenced the same way: a file the owner's configuration names inside a
+//! cache's directory is held back, the rest of the cache merges.
 
 use crate::common::daemon::{
     api_token, calls_as, curl_available, e2b_calls_as, json, Daemon, WORKER_SCOPES,
@@ -123,5 +126,98 @@ fn a_tokens_volumes_held_back_entries_count_against_its_quota_and_go_with_the_vo
         held_back(state.path()).is_empty(),
         "the volume is gone, what its merge held back stays: {:?}",
         held_back(state.path())
+    );
+}
+
+/// Every file under `dir`.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => todo.push(e.path()),
+                _ => out.push(e.path()),
+            }
+        }
+    }
+    out
+}
+
+/// Finding: the owner's profile extends `conf.yaml` in pip's cache
+/// directory of profile `cachy` (in warden's state, which the owner's
+/// files' closure counted whole, so no fence was asked for a cache); a
+/// one-shot run of `cachy` writes its own `conf.yaml` into
+/// `~/.cache/pip`. Before, the write-back merged it and the owner's
+/// profile then extended the sandbox's file; now it is held back, kept
+/// under `held-back/`, said on stderr, and the cache's other files merge.
+#[test]
+fn a_caches_write_back_never_merges_over_a_file_the_owners_profile_extends() {
+    let t = TempDir::new("held-back-cache");
+    let (config, state) = (t.path().join("config"), t.path().join("state"));
+    let profiles = config.join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("cachy.yaml"),
+        "description: a kept pip cache\nfilesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+    let run = |script: &str| {
+        std::process::Command::new(warden_bin())
+            .args([
+                "run",
+                "--no-tty",
+                "--profile",
+                "cachy",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .env("WARDEN_STATE_DIR", &state)
+            .env("XDG_CONFIG_HOME", &config)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    ok(&run(
+        "mkdir -p ~/.cache/pip && echo first > ~/.cache/pip/first",
+    ));
+    let first = files_under(&state.join("caches"))
+        .into_iter()
+        .find(|p| p.ends_with("first"))
+        .expect("the cache's write-back kept the first run's file");
+    let pip = first.parent().unwrap().canonicalize().unwrap();
+    std::fs::write(pip.join("conf.yaml"), OWNERS).unwrap();
+    std::fs::write(
+        profiles.join("own.yaml"),
+        format!("extends: [{}]\n", pip.join("conf.yaml").display()),
+    )
+    .unwrap();
+    let out = run(
+        "printf 'secrets:\\n  T:\\n    from_command: [/tmp/planted]\\n' > ~/.cache/pip/conf.yaml \
+         && echo second > ~/.cache/pip/second",
+    );
+    let e = stderr(&out);
+    ok(&out);
+    assert_eq!(
+        std::fs::read_to_string(pip.join("conf.yaml")).unwrap(),
+        OWNERS,
+        "the owner's profile now extends what the sandbox wrote: {e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pip.join("second")).unwrap(),
+        "second\n"
+    );
+    let kept: Vec<PathBuf> = std::fs::read_dir(state.join("held-back"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(kept.len(), 1, "{kept:?}: {e}");
+    assert!(std::fs::read_to_string(kept[0].join("conf.yaml"))
+        .unwrap()
+        .contains("from_command"));
+    assert!(
+        e.contains("HELD BACK (holds_configuration)") && e.contains("conf.yaml"),
+        "{e}"
     );
 }

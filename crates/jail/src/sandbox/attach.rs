@@ -30,8 +30,8 @@ pub trait Attach: Keeper {
     /// Every process of the sandbox is gone; stop serving its network
     /// (before the exit is recorded, so that its last decisions come first).
     fn stopping(&mut self);
-    /// Every process of the sandbox is gone and its writable volumes are
-    /// about to take what it wrote into them: what those merges must
+    /// Every process of the sandbox is gone and its writable volumes and
+    /// caches are about to take what it wrote into them: what those merges must
     /// leave alone (see [`crate::cache::Fence`]), asked now, since the
     /// caller's rule may have changed while the sandbox ran. `None`:
     /// nothing.

@@ -91,8 +91,9 @@ pub(super) fn supervise(
         }
     }
     let saved = layer.map(|(fd, save)| {
-        // Asked only where there is a volume to fence.
-        let fence = (!save.volumes.is_empty()).then(|| attach.fence()).flatten();
+        // Asked only where there is a volume or a cache to fence.
+        let merges = !(save.volumes.is_empty() && save.caches.is_empty());
+        let fence = merges.then(|| attach.fence()).flatten();
         crate::kept::save(&fd, &save, fence.as_deref())
             .map(|merged| (merged, save.limit))
             .map_err(|source| JailError::LayerSave {
