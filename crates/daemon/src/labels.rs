@@ -75,6 +75,11 @@ fn current() -> Door {
     DOOR.try_with(|d| *d).unwrap_or(Door::Native)
 }
 
+/// Whether the running request is one of MCP's tools' calls (model-facing).
+pub fn model_facing() -> bool {
+    current() == Door::Mcp
+}
+
 /// `labels` as the running request's door may set them.
 pub fn check(labels: &BTreeMap<String, String>) -> Result<(), ApiError> {
     check_for(current(), labels)

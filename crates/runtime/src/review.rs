@@ -140,18 +140,25 @@ pub fn flag_owners_files(sb: &Sandbox, changes: &mut [Change], owners: &OwnersFi
     }
 }
 
-/// The changes of `paths` (all when empty), recorded as shown: a later
-/// [`commit`] applies a change only while it is what this showed. A
-/// change to one of `owners`' files is flagged.
+/// The changes of `paths` (all when empty). A change to one of `owners`'
+/// files is flagged. Recorded as shown to `by` when it is given, and
+/// only when the content was asked for (a listing without it shows no
+/// change's content, so reviews nothing): a later [`commit`] that counts
+/// `by`'s reviews applies a change only while it is what this showed.
+/// The door decides who `by` is: a person who may commit, never the
+/// sandbox's own agent.
 pub fn review(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     content: bool,
     owners: &OwnersFiles,
+    by: Option<&str>,
 ) -> Result<Vec<Change>, ReviewError> {
     let mut changes = sb.diff(&diff_options(sb, paths, content))?;
     flag_owners_files(sb, &mut changes, owners);
-    sb.record_review(&changes)?;
+    if let Some(by) = by.filter(|_| content) {
+        sb.record_review(&changes, by)?;
+    }
     Ok(changes)
 }
 
@@ -177,12 +184,14 @@ pub struct CommitRules {
 /// `owners`: the owner's configuration files as they are now (computed
 /// again for each commit: the owner's configuration may have changed
 /// since the sandbox was made); a change to one is flagged, and refused
-/// unless `rules.owners_files`.
+/// unless `rules.owners_files`. `reviewers`: whose reviews count (the
+/// committer's own, and the owner's; see [`review`]).
 pub fn commit(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     rules: CommitRules,
     owners: &OwnersFiles,
+    reviewers: &[String],
 ) -> Result<CommitReport, ReviewError> {
     let CommitRules {
         force,
@@ -211,7 +220,7 @@ pub fn commit(
     let mut opts = diff_options(sb, paths.clone(), true);
     opts.patches = false;
     let mut preview = sb.diff(&opts)?;
-    sb.hold_to_review(&mut preview);
+    sb.hold_to_review(&mut preview, reviewers);
     flag_owners_files(sb, &mut preview, owners);
     let owners_changes: Vec<Change> = preview
         .iter()
@@ -235,6 +244,7 @@ pub fn commit(
             paths,
             force,
             reviewed: true,
+            reviewers: reviewers.to_vec(),
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
             include_ignored,

@@ -52,12 +52,19 @@ pub struct CommitOptions {
     /// Commit over conflicts (never over unsafe destinations).
     pub force: bool,
     /// Apply only what a person was shown: every chosen change must have
-    /// the digest a diff recorded for its path ([`Sandbox::record_review`]);
-    /// otherwise nothing is applied. Off for a review made during the
+    /// the digest a diff recorded for its path ([`Sandbox::record_review`])
+    /// by one of [`CommitOptions::reviewers`]; otherwise nothing is
+    /// applied. Off for a review made during the
     /// commit itself (the callback shows each change).
     ///
     /// [`Sandbox::record_review`]: crate::Sandbox::record_review
     pub reviewed: bool,
+    /// Whose reviews count for `reviewed` (the principals
+    /// [`Sandbox::record_review`] was given): the committer's own, and
+    /// the owner's. None counts when it is empty.
+    ///
+    /// [`Sandbox::record_review`]: crate::Sandbox::record_review
+    pub reviewers: Vec<String>,
     /// Globs of paths tools on the host run, besides the sandbox's own
     /// ([`crate::Meta::runs_on_host`]): the changes handed to `decide` are
     /// flagged with them.
@@ -228,13 +235,13 @@ impl Locked<'_> {
         // 2. Check everything before touching anything: what was reviewed,
         // then the destinations.
         if opts.reviewed {
-            let shown = sb.reviewed();
+            let shown = sb.reviewed(&opts.reviewers);
             let unreviewed: Vec<Conflict> = changes
                 .iter()
                 .zip(&chosen)
                 .filter(|(_, &on)| on)
                 .filter_map(|(c, _)| match shown.get(&c.path) {
-                    Some(seen) if seen.digest == c.digest => None,
+                    Some(_) if crate::review::seen(&shown, &c.path, &c.digest).is_some() => None,
                     Some(_) => Some(Conflict {
                         path: c.path.clone(),
                         reason: "changed in the sandbox since `warden diff` showed it",
@@ -310,6 +317,16 @@ impl Locked<'_> {
             record_own_writes(&real, &mut meta, &done);
         }
         self.write_meta(&meta)?;
+        // What landed is no longer a change anyone reviewed: the same
+        // bytes made again in the layer are a new change to show.
+        let landed: Vec<PathBuf> = report
+            .applied
+            .iter()
+            .flat_map(|c| c.paths().map(Path::to_path_buf))
+            .collect();
+        if !landed.is_empty() {
+            sb.forget_reviews(&landed, false)?;
+        }
         match outcome {
             Ok(()) => {
                 left?;

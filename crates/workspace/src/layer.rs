@@ -141,6 +141,12 @@ impl Locked<'_> {
         if acted.is_empty() {
             return through.map_or(Ok(()), Err);
         }
+        // A change thrown away is no longer what anyone reviewed: made
+        // again, byte for byte, it is shown again before it lands.
+        // Forgotten first, so that a record that cannot be written leaves
+        // the layer as it was.
+        let thrown: Vec<PathBuf> = acted.iter().map(|(rel, _)| rel.clone()).collect();
+        self.sandbox.forget_reviews(&thrown, true)?;
         for (rel, restore) in acted {
             match upper.parent(&rel) {
                 Ok((dir, name)) => fsutil::remove_at(&dir, name, &rel)?,
@@ -274,6 +280,9 @@ impl Locked<'_> {
     /// Swap in a new upper layer: a copy of `from`, or an empty one.
     fn replace_upper(&self, from: Source<'_>) -> Result<(), LayerError> {
         let sb = self.sandbox;
+        // The layer's changes are replaced whole (a snapshot restored, all
+        // discarded): none of them is what anyone reviewed any more.
+        sb.forget_reviews(&[], true)?;
         let upper = sb.upper();
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;

@@ -189,15 +189,22 @@ struct Record {
     changes: Vec<Reviewed>,
 }
 
+/// Who a review is recorded for: the owner at the command line (or on
+/// the owner's socket), one of the daemon's tokens, or a model's listing
+/// over MCP. A commit counts only the reviews of the principals it names
+/// ([`crate::CommitOptions::reviewers`]).
+pub const OWNER: &str = "owner";
+
 /// One change as a review recorded it. Every field is required: a record
-/// written before warden kept `shown` is unreadable, so counts as no
-/// review at all.
+/// written before warden kept `shown`, or who reviewed (`by`), is
+/// unreadable, so counts as no review at all.
 #[derive(Serialize, Deserialize)]
 struct Reviewed {
     #[serde(with = "crate::wire::path")]
     path: PathBuf,
     digest: String,
     shown: Shown,
+    by: String,
 }
 
 /// What a review recorded of one path: the digest of the change shown
@@ -208,59 +215,98 @@ pub(crate) struct Seen {
     pub(crate) shown: Shown,
 }
 
+/// What the reviews of `path` counted for a commit showed of the change
+/// of `digest`: none when no such review showed this very change.
+pub(crate) fn seen(
+    known: &BTreeMap<PathBuf, Vec<Seen>>,
+    path: &Path,
+    digest: &str,
+) -> Option<Shown> {
+    known
+        .get(path)?
+        .iter()
+        .filter(|s| s.digest == digest)
+        .map(|s| s.shown)
+        .reduce(Shown::with)
+}
+
+/// Whether `path` is one of `paths`, or below one when `below` (every
+/// path when `paths` is empty).
+fn under(path: &Path, paths: &[PathBuf], below: bool) -> bool {
+    paths.is_empty()
+        || paths
+            .iter()
+            .any(|p| path == p || (below && path.starts_with(p)))
+}
+
 impl Sandbox {
-    /// Remember that a person was shown `changes`, and how much of each
-    /// ([`Shown`]): a later commit with [`crate::CommitOptions::reviewed`]
-    /// applies a change only while its digest is the one shown (for its
-    /// path, by any diff since), and [`Sandbox::hold_to_review`] flags one
-    /// whose content was not shown.
-    pub fn record_review(&self, changes: &[Change]) -> Result<(), StoreError> {
-        let mut known = self.reviewed();
+    /// Remember that principal `by` ([`OWNER`], a token, a model) was
+    /// shown `changes`, and how much of each ([`Shown`]): a later commit
+    /// with [`crate::CommitOptions::reviewed`] that counts `by`'s reviews
+    /// applies a change only while its digest is the one shown, and
+    /// [`Sandbox::hold_to_review`] flags one whose content was not shown.
+    /// Each principal's record is its own: one principal's review never
+    /// stands for another's.
+    pub fn record_review(&self, changes: &[Change], by: &str) -> Result<(), StoreError> {
+        let mut all = self.record();
         for c in changes {
-            let shown = match known.get(&c.path) {
-                Some(seen) if seen.digest == c.digest => seen.shown.with(Shown::of(c)),
-                _ => Shown::of(c),
-            };
-            known.insert(
-                c.path.clone(),
-                Seen {
+            let mine = all.iter_mut().find(|r| r.by == by && r.path == c.path);
+            match mine {
+                Some(r) => {
+                    r.shown = if r.digest == c.digest {
+                        r.shown.with(Shown::of(c))
+                    } else {
+                        Shown::of(c)
+                    };
+                    r.digest = c.digest.clone();
+                }
+                None => all.push(Reviewed {
+                    path: c.path.clone(),
                     digest: c.digest.clone(),
-                    shown,
-                },
-            );
+                    shown: Shown::of(c),
+                    by: by.to_string(),
+                }),
+            }
         }
-        let record = Record {
-            changes: known
-                .into_iter()
-                .map(|(path, seen)| Reviewed {
-                    path,
-                    digest: seen.digest,
-                    shown: seen.shown,
-                })
-                .collect(),
-        };
-        store::write_json(&self.dir().join(RECORD), &record)
+        store::write_json(&self.dir().join(RECORD), &Record { changes: all })
     }
 
-    /// What was shown, path by path. A missing or damaged record counts as
-    /// nothing shown.
-    pub(crate) fn reviewed(&self) -> BTreeMap<PathBuf, Seen> {
+    /// Forget every review of the changes at `paths`, or at or below them
+    /// when `below` (all of them when `paths` is empty), whoever made it:
+    /// a change discarded, restored over or committed is no longer what
+    /// anyone reviewed, and the same bytes put back later are a new change
+    /// to show. A record that cannot be read is no review already.
+    pub fn forget_reviews(&self, paths: &[PathBuf], below: bool) -> Result<(), StoreError> {
+        let file = self.dir().join(RECORD);
+        if !file.exists() {
+            return Ok(());
+        }
+        let mut all = self.record();
+        all.retain(|r| !under(&r.path, paths, below));
+        store::write_json(&file, &Record { changes: all })
+    }
+
+    fn record(&self) -> Vec<Reviewed> {
         std::fs::read(self.dir().join(RECORD))
             .ok()
             .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
             .unwrap_or_default()
             .changes
-            .into_iter()
-            .map(|r| {
-                (
-                    r.path,
-                    Seen {
-                        digest: r.digest,
-                        shown: r.shown,
-                    },
-                )
-            })
-            .collect()
+    }
+
+    /// What the reviews of `reviewers` showed, path by path. A missing or
+    /// damaged record counts as nothing shown.
+    pub(crate) fn reviewed(&self, reviewers: &[String]) -> BTreeMap<PathBuf, Vec<Seen>> {
+        let mut known: BTreeMap<PathBuf, Vec<Seen>> = BTreeMap::new();
+        for r in self.record() {
+            if reviewers.contains(&r.by) {
+                known.entry(r.path).or_default().push(Seen {
+                    digest: r.digest,
+                    shown: r.shown,
+                });
+            }
+        }
+        known
     }
 
     /// Hold a commit's `changes` (computed with content, as the commit's
@@ -272,16 +318,17 @@ impl Sandbox {
     /// the file then committed by itself); one the review showed in full
     /// loses a `not-shown` the commit's own comparison gave it (a person
     /// saw it). A change listed without content keeps the commit's own
-    /// judgement. A change with another digest, or none recorded (no
-    /// record, or an unreadable one, is no review), is left to the commit,
+    /// judgement. Only the reviews of `reviewers` count. A change with
+    /// another digest, or none recorded (no record, or an unreadable one,
+    /// is no review), is left to the commit,
     /// which applies none of it.
-    pub fn hold_to_review(&self, changes: &mut [Change]) {
-        let known = self.reviewed();
+    pub fn hold_to_review(&self, changes: &mut [Change], reviewers: &[String]) {
+        let known = self.reviewed(reviewers);
         for c in changes.iter_mut() {
-            let Some(seen) = known.get(&c.path).filter(|s| s.digest == c.digest) else {
+            let Some(shown) = seen(&known, &c.path, &c.digest) else {
                 continue;
             };
-            match seen.shown {
+            match shown {
                 Shown::Full | Shown::Coarse => c.flags.retain(|f| f.rule != NOT_SHOWN),
                 Shown::NotDiffed => {
                     c.flags.retain(|f| f.rule != NOT_SHOWN);

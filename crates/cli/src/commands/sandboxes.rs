@@ -325,7 +325,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     // What was shown in full is what `commit` may apply; a --stat shows no
     // content and reviews nothing.
     if !args.stat {
-        sb.record_review(&changes)?;
+        sb.record_review(&changes, warden_workspace::review::OWNER)?;
     }
     if args.json {
         println!("{}", warden_audit::json::to_string_pretty(&changes)?);
@@ -458,7 +458,7 @@ fn preview(
     if !args.interactive && !args.unreviewed {
         // A commit of what was reviewed: what the review did not show in
         // full is flagged, however fully it could be diffed now.
-        sb.hold_to_review(&mut changes);
+        sb.hold_to_review(&mut changes, &[warden_workspace::review::OWNER.to_string()]);
     }
     Ok(changes)
 }
@@ -543,6 +543,9 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             force: args.force,
             // -i is a fresh review of each change; --unreviewed is asked for.
             reviewed: !interactive && !args.unreviewed,
+            // The owner's own review: never one the daemon recorded for
+            // a token or a model.
+            reviewers: vec![warden_workspace::review::OWNER.to_string()],
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
             include_ignored: args.ignored,

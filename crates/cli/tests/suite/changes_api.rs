@@ -32,7 +32,12 @@ fn sh(d: &Daemon, id: &str, script: &str) {
 
 /// The changes the daemon lists: path -> (kind, flag rules).
 fn changes(d: &Daemon, id: &str) -> Vec<(String, String, Vec<String>)> {
-    let (s, r) = call(d, "GET", &format!("/v1/sandboxes/{id}/changes"), None);
+    let (s, r) = call(
+        d,
+        "GET",
+        &format!("/v1/sandboxes/{id}/changes?content=true"),
+        None,
+    );
     assert_eq!(s, 200, "{r}");
     let mut out: Vec<_> = r["changes"]
         .as_array()
@@ -326,7 +331,7 @@ fn the_api_marks_and_counts_what_the_workspaces_gitignore_ignores_and_a_commit_l
         "cd /workspace && mkdir build && echo o > build/out.o && echo l > run.log && echo new > a.txt",
     );
     stop(&d, "c");
-    let (s, r) = call(&d, "GET", "/v1/sandboxes/c/changes", None);
+    let (s, r) = call(&d, "GET", "/v1/sandboxes/c/changes?content=true", None);
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["ignored"], 3, "{r}");
     let marked = |p: &str| {

@@ -84,7 +84,13 @@ fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
 
 /// The flag rules the review puts on `path`.
 fn flags_of(d: &Daemon, t: &str, id: &str, path: &str) -> Vec<String> {
-    let (s, r) = json_as(d, t, "GET", &format!("/v1/sandboxes/{id}/changes"), "");
+    let (s, r) = json_as(
+        d,
+        t,
+        "GET",
+        &format!("/v1/sandboxes/{id}/changes?content=true"),
+        "",
+    );
     assert_eq!(s, 200, "{r}");
     assert!(r["changes"].is_array(), "{r}");
     flag_rules(&r)

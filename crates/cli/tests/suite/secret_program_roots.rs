@@ -131,7 +131,7 @@ fn token_writes_programs(host: &Host, d: &Daemon) -> (PathBuf, PathBuf) {
     assert_eq!((s, &r["exit_status"]), (200, &serde_json::json!(0)), "{r}");
     json_as(d, &t, "POST", "/v1/sandboxes/w1/stop", "");
     // A commit lands what the review showed.
-    let (s, r) = json_as(d, &t, "GET", "/v1/sandboxes/w1/changes", "");
+    let (s, r) = json_as(d, &t, "GET", "/v1/sandboxes/w1/changes?content=true", "");
     assert_eq!(s, 200, "{r}");
     let (s, r) = json_as(
         d,
@@ -141,7 +141,13 @@ fn token_writes_programs(host: &Host, d: &Daemon) -> (PathBuf, PathBuf) {
         r#"{"paths": ["get.sh"]}"#,
     );
     assert_eq!(s, 200, "the token commits its plain file: {r}");
-    let (s, r) = call(d, "GET", "/v1/sandboxes/w1/changes", None, None);
+    let (s, r) = call(
+        d,
+        "GET",
+        "/v1/sandboxes/w1/changes?content=true",
+        None,
+        None,
+    );
     assert_eq!(s, 200, "{r}");
     let (s, r) = call(
         d,

@@ -171,7 +171,7 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
                 StatusCode::CONFLICT,
                 "unreviewed",
                 format!(
-                    "nothing committed: {} change(s) are not what GET /v1/sandboxes/{id}/changes showed (made since, or never shown); look at them there, then commit",
+                    "nothing committed: {} change(s) are not what GET /v1/sandboxes/{id}/changes?content=true showed this caller or the owner (made since, or never shown with their content; a listing without content, or one read with a sandbox's own token, reviews nothing); look at them there, then commit",
                     items.len()
                 ),
             )
@@ -211,12 +211,54 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
     }
 }
 
+/// Who a principal's reviews are recorded as: the owner (on the owner's
+/// socket, or a token that stands for the owner), or one token.
+fn principal(caller: &crate::auth::Caller) -> String {
+    match caller {
+        crate::auth::Caller::Token(t) if !crate::reach::stands_for_owner(caller) => {
+            format!("token:{}", t.id)
+        }
+        _ => warden_workspace::review::OWNER.to_string(),
+    }
+}
+
+/// Whom a listing of the changes is recorded as shown to, when it shows
+/// content: a person who may commit (the owner, a token that is not a
+/// sandbox's own). A per-sandbox token is the one handed to the agent
+/// in the sandbox: what it reads is no person's review, so it records
+/// none. MCP's `get_changes` is read by the model: it is recorded as
+/// the model's own listing, which only MCP's `commit_changes` counts.
+fn reviewer(caller: &crate::auth::Caller) -> Option<String> {
+    if crate::labels::model_facing() {
+        return Some(format!("model:{}", principal(caller)));
+    }
+    match caller {
+        crate::auth::Caller::Token(t) if t.sandbox.is_some() => None,
+        _ => Some(principal(caller)),
+    }
+}
+
+/// Whose reviews a commit by `caller` counts: its own and the owner's;
+/// over MCP, only the model's own listing (the flags decide the rest).
+fn reviewers(caller: &crate::auth::Caller) -> Vec<String> {
+    if crate::labels::model_facing() {
+        return vec![format!("model:{}", principal(caller))];
+    }
+    let own = principal(caller);
+    let mut all = vec![warden_workspace::review::OWNER.to_string()];
+    if own != all[0] {
+        all.push(own);
+    }
+    all
+}
+
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/changes", params(("id" = String, Path), ChangesQuery),
     responses((status = 200, body = ChangesAnswer), (status = 400, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)),
     security(("token" = [])))]
 pub async fn changes(
     State(app): State<Arc<App>>,
+    axum::Extension(caller): axum::Extension<crate::auth::Caller>,
     Path(id): Path<String>,
     query: Result<Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ChangesAnswer>, ApiError> {
@@ -226,9 +268,10 @@ pub async fn changes(
         None => Vec::new(),
     };
     let content = q.content.unwrap_or(false);
+    let by = reviewer(&caller);
     blocking(move || {
         let sb = layered(&app, &id)?;
-        let changes = review::review(&sb, paths, content, &app.owners_files())
+        let changes = review::review(&sb, paths, content, &app.owners_files(), by.as_deref())
             .map_err(|e| review_error(e, &id))?;
         let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
         let ignored = changes.iter().filter(|c| c.ignored).count();
@@ -301,6 +344,7 @@ pub async fn commit(
         )
         .with_field(Some("/paths")));
     }
+    let counted = reviewers(&caller);
     blocking(move || {
         let sb = layered(&app, &id)?;
         let report = review::commit(
@@ -316,6 +360,7 @@ pub async fn commit(
                 owners_files: matches!(caller, crate::auth::Caller::Owner),
             },
             &app.owners_files(),
+            &counted,
         )
         .map_err(|e| review_error(e, &id))?;
         Ok(Json(CommitAnswer {

@@ -527,7 +527,8 @@ fn a_change_made_after_the_review_is_not_applied() {
     w.layer_file("a.txt", "two\n");
     w.layer_file("b.txt", "reviewed\n");
     let shown = w.diff();
-    w.sb.record_review(&shown).expect("record the review");
+    w.sb.record_review(&shown, warden_workspace::review::OWNER)
+        .expect("record the review");
     // The sandbox runs again before the commit: same size, other bytes,
     // and a file nobody saw.
     w.layer_file("a.txt", "TWO\n");
@@ -537,6 +538,7 @@ fn a_change_made_after_the_review_is_not_applied() {
         .commit(
             &CommitOptions {
                 reviewed: true,
+                reviewers: vec![warden_workspace::review::OWNER.to_string()],
                 ..CommitOptions::default()
             },
             &mut |_| Decision::Apply,
@@ -556,6 +558,7 @@ fn a_change_made_after_the_review_is_not_applied() {
     lock.commit(
         &CommitOptions {
             reviewed: true,
+            reviewers: vec![warden_workspace::review::OWNER.to_string()],
             paths: vec!["b.txt".into()],
             ..CommitOptions::default()
         },
@@ -566,10 +569,12 @@ fn a_change_made_after_the_review_is_not_applied() {
         fs::read_to_string(w.real.join("b.txt")).unwrap(),
         "reviewed\n"
     );
-    w.sb.record_review(&w.diff()).expect("record");
+    w.sb.record_review(&w.diff(), warden_workspace::review::OWNER)
+        .expect("record");
     lock.commit(
         &CommitOptions {
             reviewed: true,
+            reviewers: vec![warden_workspace::review::OWNER.to_string()],
             ..CommitOptions::default()
         },
         &mut |_| Decision::Apply,

@@ -79,7 +79,8 @@ fn a_file_the_review_cut_for_time_is_flagged_at_commit_even_when_committed_by_it
         auth.content
     );
     assert!(not_shown(auth), "{:?}", auth.flags);
-    sb.record_review(&review).expect("record the review");
+    sb.record_review(&review, warden_workspace::review::OWNER)
+        .expect("record the review");
 
     // The commit of auth.js alone compares it in full: nothing of its own
     // to flag. This is how it landed unseen before.
@@ -91,7 +92,7 @@ fn a_file_the_review_cut_for_time_is_flagged_at_commit_even_when_committed_by_it
     );
     assert!(!not_shown(&alone[0]), "{:?}", alone[0].flags);
     // Held to the review, it is flagged.
-    sb.hold_to_review(&mut alone);
+    sb.hold_to_review(&mut alone, &[warden_workspace::review::OWNER.to_string()]);
     assert!(not_shown(&alone[0]), "{:?}", alone[0].flags);
     assert!(
         alone[0]
@@ -112,16 +113,17 @@ fn a_file_the_review_cut_for_time_is_flagged_at_commit_even_when_committed_by_it
         })
         .expect("review of one file");
     assert!(matches!(one[0].content, Some(Content::Text { .. })));
-    sb.record_review(&one).expect("record");
+    sb.record_review(&one, warden_workspace::review::OWNER)
+        .expect("record");
     let mut alone = preview(&sb, &["auth.js"]);
-    sb.hold_to_review(&mut alone);
+    sb.hold_to_review(&mut alone, &[warden_workspace::review::OWNER.to_string()]);
     assert!(!not_shown(&alone[0]), "{:?}", alone[0].flags);
     let mut all = preview(&sb, &[]);
     assert!(
         not_shown(by(&all, "auth.js")),
         "cut by the commit's own comparison"
     );
-    sb.hold_to_review(&mut all);
+    sb.hold_to_review(&mut all, &[warden_workspace::review::OWNER.to_string()]);
     assert!(!not_shown(by(&all, "auth.js")), "shown in full by a review");
     assert!(all
         .iter()
@@ -159,14 +161,18 @@ fn a_listing_without_content_keeps_the_commits_own_judgement() {
             ..DiffOptions::default()
         })
         .expect("listing");
-    sb.record_review(&listed).expect("record");
+    sb.record_review(&listed, warden_workspace::review::OWNER)
+        .expect("record");
     let mut p = preview(&sb, &[]);
-    sb.hold_to_review(&mut p);
+    sb.hold_to_review(&mut p, &[warden_workspace::review::OWNER.to_string()]);
     assert!(!not_shown(&p[0]), "{:?}", p[0].flags);
     assert_eq!(shown_in_record(&sb), ["listed"]);
     // A review with content afterwards, of the same change: shown in full.
-    sb.record_review(&sb.diff(&DiffOptions::default()).unwrap())
-        .expect("record");
+    sb.record_review(
+        &sb.diff(&DiffOptions::default()).unwrap(),
+        warden_workspace::review::OWNER,
+    )
+    .expect("record");
     assert_eq!(shown_in_record(&sb), ["full"]);
 }
 
@@ -187,6 +193,7 @@ fn a_missing_damaged_or_older_record_counts_as_no_review() {
         sb.lock().expect("lock").commit(
             &CommitOptions {
                 reviewed: true,
+                reviewers: vec![warden_workspace::review::OWNER.to_string()],
                 ..CommitOptions::default()
             },
             &mut |_| Decision::Apply,
@@ -211,7 +218,8 @@ fn a_missing_damaged_or_older_record_counts_as_no_review() {
         assert!(matches!(err, CommitError::Unreviewed(_)), "{text:?}: {err}");
         assert_eq!(fs::read_to_string(real.join("a.txt")).unwrap(), "one\n");
     }
-    sb.record_review(&shown).expect("record");
+    sb.record_review(&shown, warden_workspace::review::OWNER)
+        .expect("record");
     commit(&sb).expect("the reviewed change");
     assert_eq!(fs::read_to_string(real.join("a.txt")).unwrap(), "two\n");
 }
