@@ -42,7 +42,8 @@ def test_a_flagged_hook_blocks_a_commit_until_accepted_and_paths_land_exactly(
             sb.commit()
         assert e.value.code == "running"
         sb.stop()
-        sb.changes()
+        # A review is a listing with content (one without reviews nothing).
+        sb.changes(content=True)
         with pytest.raises(ConflictError) as e:
             sb.commit()
         assert e.value.code == "flagged"
@@ -53,7 +54,7 @@ def test_a_flagged_hook_blocks_a_commit_until_accepted_and_paths_land_exactly(
         assert (ws / "a.txt").read_text() == "new\n"
         assert (ws / "existing.txt").read_text() == "changed\n"
         assert not (ws / "b.txt").exists() and not (ws / ".git/hooks/pre-commit").exists()
-        assert sorted(c.path for c in sb.changes()) == [".git/hooks/pre-commit", "b.txt"]
+        assert sorted(c.path for c in sb.changes(content=True)) == [".git/hooks/pre-commit", "b.txt"]
         r = sb.commit(accept_flagged=True)
         assert sorted(r.applied) == [".git/hooks/pre-commit", "b.txt"]
         assert sb.changes() == []
@@ -64,7 +65,7 @@ async def test_the_async_twin_reviews_and_commits(daemon: Daemon, tmp_path: Path
     async with await AsyncSandbox.create(host=daemon.unix_host, workspace=ws) as sb:
         await sb.commands.run("echo z > /workspace/z.txt")
         await sb.stop()
-        assert [c.path for c in await sb.changes()] == ["z.txt"]
+        assert [c.path for c in await sb.changes(content=True)] == ["z.txt"]
         r = await sb.commit()
         assert r.applied == ["z.txt"]
         assert (ws / "z.txt").read_text() == "z\n"
@@ -79,7 +80,7 @@ def test_ignored_changes_are_marked_and_committed_only_when_asked(
     with Sandbox.create(host=daemon.unix_host, workspace=ws) as sb:
         sb.commands.run("cd /workspace && echo kept > kept.txt && echo noise > build.log").check()
         sb.stop()
-        by_path = {c.path: c for c in sb.changes()}
+        by_path = {c.path: c for c in sb.changes(content=True)}
         assert by_path["build.log"].ignored and not by_path["kept.txt"].ignored
         r = sb.commit()
         assert r.applied == ["kept.txt"]

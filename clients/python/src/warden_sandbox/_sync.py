@@ -290,8 +290,10 @@ class Sandbox:
     def changes(self, path: str | None = None, content: bool = False) -> Changes:
         """What the sandbox changed in its workspace (below ``path``), each
         with the flags a reviewer should see; with ``content`` the content
-        difference too. What this shows is what :meth:`commit` may apply:
-        a change made after it is refused there."""
+        difference too. Only a listing with ``content``, by the owner or a
+        token that is not a per-sandbox one, is a review: what it shows is
+        what :meth:`commit` by the same caller (or the owner) may apply,
+        and a change made after it is refused there."""
         params = _core.changes_params(path, content)
         body = self._http.json("GET", _core.sandbox_path(self.id, "changes"), params=params)
         return Changes((Change.from_json(c) for c in body.get("changes", [])), lost=body.get("lost"))
@@ -303,8 +305,9 @@ class Sandbox:
         force: bool = False,
         include_ignored: bool = False,
     ) -> CommitResult:
-        """Apply the changes :meth:`changes` showed (only ``paths`` when
-        given) to the real workspace; the sandbox must be stopped. Flagged
+        """Apply the changes :meth:`changes` with ``content`` showed (only
+        ``paths`` when given) to the real workspace; the sandbox must be
+        stopped. Flagged
         changes need ``accept_flagged``, else a :class:`ConflictError`
         with code ``flagged`` lists them (``details``) and nothing is
         written; paths changed on the host too are refused (``conflicts``)
