@@ -221,3 +221,73 @@ fn a_caches_write_back_never_merges_over_a_file_the_owners_profile_extends() {
         "{e}"
     );
 }
+
+/// Finding: what a token's cache's write-back held back (6 MB it wrote
+/// over a file the owner's profile extends in the token's pip cache) was
+/// kept under `held-back/`, where the token's disk quota did not count
+/// it (its sandbox started again, 8M budget + 6 MB held against 12M).
+/// Now the start is refused (429 `quota`).
+#[test]
+fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("held-back-token-cache");
+    let d = daemon(state.path(), "12M");
+    let profiles = state.path().join("config/warden/profiles");
+    std::fs::write(
+        profiles.join("cachy.yaml"),
+        "resources:\n  disk: 8M\nfilesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+    let token = api_token(&d, "cachy", WORKER_SCOPES, None);
+    let native = calls_as(&d, token.clone());
+    let (s, b) = native(
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"tc","profile":"cachy"}"#),
+    );
+    assert_eq!(s, 201, "{b}");
+    let exec = |shell: &str| {
+        let body = serde_json::json!({ "shell": shell }).to_string();
+        let (s, b) = native("POST", "/v1/sandboxes/tc/exec", Some(&body));
+        assert_eq!(s, 200, "{b}");
+    };
+    let stop = || {
+        let (s, b) = native(
+            "POST",
+            "/v1/sandboxes/tc/stop",
+            Some(r#"{"grace_seconds":1}"#),
+        );
+        assert_eq!(s, 200, "{b}");
+    };
+    exec("mkdir -p ~/.cache/pip && echo first > ~/.cache/pip/first");
+    stop();
+    let first = files_under(&state.path().join("warden/token-caches"))
+        .into_iter()
+        .find(|p| p.ends_with("first"))
+        .expect("the token's cache kept the first file");
+    let pip = first.parent().unwrap().canonicalize().unwrap();
+    std::fs::write(pip.join("conf.yaml"), OWNERS).unwrap();
+    std::fs::write(
+        profiles.join("own.yaml"),
+        format!("extends: [{}]\n", pip.join("conf.yaml").display()),
+    )
+    .unwrap();
+    let (s, b) = native("POST", "/v1/sandboxes/tc/start", None);
+    assert_eq!(s, 200, "{b}");
+    exec("head -c 6000000 /dev/zero > ~/.cache/pip/conf.yaml");
+    stop();
+    assert_eq!(
+        std::fs::read_to_string(pip.join("conf.yaml")).unwrap(),
+        OWNERS
+    );
+    let kept = held_back(state.path());
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let (s, b) = native("POST", "/v1/sandboxes/tc/start", None);
+    assert_eq!(
+        s, 429,
+        "the token's cache's held-back bytes were not counted: {b}"
+    );
+    assert_eq!(json(&b)["code"], "quota", "{b}");
+}

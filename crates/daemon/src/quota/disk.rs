@@ -20,15 +20,33 @@ pub(super) fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64)
         .fold(reserved, u64::saturating_add)
         .saturating_add(snapshot_bytes(app, token))
         .saturating_add(crate::e2b::volume_bytes(app, token))
-        .saturating_add(cache_bytes(&caches))
+        .saturating_add(cache_bytes(&app.state_dir, &caches))
 }
 
-/// The bytes a token's caches hold; none kept yet is none.
-fn cache_bytes(dir: &std::path::Path) -> u64 {
-    match dir.symlink_metadata() {
-        Ok(_) => warden_workspace::fsutil::tree_size(dir),
-        Err(_) => 0,
+/// The bytes a token's caches hold, with what their write-backs held
+/// back (the owner's files its sandboxes wrote over, kept in the state
+/// `state` for each cache's directory `PROFILE/NAME/LEAF`); none kept yet
+/// is none.
+fn cache_bytes(state: &std::path::Path, dir: &std::path::Path) -> u64 {
+    if dir.symlink_metadata().is_err() {
+        return 0;
     }
+    let mut leaves = vec![dir.to_path_buf()];
+    for _ in 0..3 {
+        leaves = leaves
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+    }
+    let held = leaves
+        .iter()
+        .filter_map(|leaf| warden_runtime::owners_files::held_back_of(state, leaf))
+        .filter(|h| h.symlink_metadata().is_ok())
+        .map(|h| warden_workspace::fsutil::tree_size(&h))
+        .fold(0, u64::saturating_add);
+    warden_workspace::fsutil::tree_size(dir).saturating_add(held)
 }
 
 /// The bytes of disk a token's quota has room for now: what a snapshot,
