@@ -3,7 +3,8 @@
 //! client: a listing read with the sandbox's own token, a listing without
 //! content, or the model's `get_changes` unlocks no `warden commit`; one
 //! token's review does not stand for the owner's; a change shown, then
-//! discarded and put back byte for byte, is shown again before it lands.
+//! discarded (or restored over) and put back byte for byte, is shown
+//! again before it lands.
 
 use crate::common::daemon::{self, json_as, Daemon};
 use crate::common::mcp::{call, good, runtime, stdio_client, text};
@@ -237,4 +238,32 @@ fn the_models_get_changes_over_mcp_is_no_review_for_the_persons_commit() {
         "the model's listing stood for a review"
     );
     let _ = warden(state.path(), &["rm", "--force", &name]);
+}
+
+#[test]
+fn a_change_reviewed_then_restored_over_is_shown_again_before_it_lands() {
+    let state = TempDir::new("r23r-restore");
+    let ws = workspace(state.path());
+    let w = ws.to_str().unwrap();
+    ok(&warden(state.path(), &["create", "rs", "-w", w]));
+    ok(&warden(state.path(), &["snapshot", "rs", "clean"]));
+    let append = format!("echo '{PAYLOAD}' >> app.py");
+    ok(&warden(state.path(), &["start", "rs"]));
+    ok(&warden(
+        state.path(),
+        &["exec", "rs", "--", "sh", "-c", &append],
+    ));
+    ok(&warden(state.path(), &["stop", "rs"]));
+    ok(&warden(state.path(), &["diff", "rs"]));
+    // The person goes back to the snapshot taken before the change; the
+    // agent makes it again, byte for byte.
+    ok(&warden(state.path(), &["restore", "rs", "clean"]));
+    ok(&warden(state.path(), &["start", "rs"]));
+    ok(&warden(
+        state.path(),
+        &["exec", "rs", "--", "sh", "-c", &append],
+    ));
+    ok(&warden(state.path(), &["stop", "rs"]));
+    owner_commit_refused(state.path(), &ws, "rs", "after a restore and redo");
+    let _ = warden(state.path(), &["rm", "--force", "rs"]);
 }
