@@ -243,6 +243,7 @@ reasons! {
     SecretNeedsTls => "secret_needs_tls", -, "A secret's host is reached only through a TLS ClientHello naming it, which the proxy terminates: silence, other bytes, plain HTTP or a CONNECT carrying them would reach it unscrubbed.";
     TerminatedAddress => "terminated_address", -, "Another name leads to the address and port of a name the proxy terminates TLS for (a secret's host, a name with request rules): bytes sent there would reach it unterminated.";
     UpstreamFailed => "upstream_failed", -, "The connection to a secret's host failed (its TLS included).";
+    MalformedUpgrade => "malformed_upgrade", -, "A WebSocket upgrade that is not a GET without a body (RFC 6455): what it carries would reach the server on the upgrade's own connection, a request no rule decided.";
     BodyNotExpected => "body_not_expected", -, "A GET, HEAD or TRACE with a body, on a terminated connection to an HTTP/1.1 server: a server that does not read such a body would take it for a request of its own, one no rule decided.";
     // Errors of setting up.
     UpstreamCaUnreadable => "upstream_ca_unreadable", UpstreamCa, "An upstream authority file cannot be read.";

@@ -89,6 +89,8 @@ fn body_ignoring_server(ca: &TestCa) -> (u16, Arc<Mutex<Vec<String>>>, tokio::ru
 const HIDDEN: &str = r#"
 import os, re, socket, ssl, sys
 port, method, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+# `upgrade` as a fourth argument: the request asks for a WebSocket too.
+extra = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" if sys.argv[4:] == ["upgrade"] else ""
 H = f"Host: forge.test:{port}\r\n"
 hidden = f"DELETE /repos/acme/w HTTP/1.1\r\n{H}\r\n"
 ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE"))
@@ -113,7 +115,7 @@ def answer(s):
     code = re.match(rb"HTTP/1\.1 (\d{3}) ", got).group(1).decode()
     return code + (" " + reason.group(1).decode() if reason else "")
 s = connect()
-s.sendall(f"{method} {path} HTTP/1.1\r\n{H}Content-Length: {len(hidden)}\r\n\r\n{hidden}".encode())
+s.sendall(f"{method} {path} HTTP/1.1\r\n{H}{extra}Content-Length: {len(hidden)}\r\n\r\n{hidden}".encode())
 print("first:", answer(s), flush=True)
 try:
     s.sendall(f"GET /public/b HTTP/1.1\r\n{H}\r\n".encode())
@@ -130,10 +132,11 @@ print("second:", second, flush=True)
 /// `raw.py` run in a sandbox whose rules allow GET under `/public/` and
 /// POST to `/early`, against the body-ignoring server; what it printed
 /// and the request lines the server read.
-fn hidden_in(method: &str, path: &str) -> Option<(String, Vec<String>)> {
+fn hidden_in(method: &str, path: &str, upgrade: bool) -> Option<(String, Vec<String>)> {
     let forge = forge_for_raw_client()?;
     let (port, seen, _runtime) = body_ignoring_server(&forge.ca);
     let port = port.to_string();
+    let ask = if upgrade { "upgrade" } else { "" };
     let mut args = vec!["run".to_string(), "--no-tty".into()];
     args.extend(crate::common::forge::reach(&forge.ca, &port));
     args.extend([
@@ -144,7 +147,7 @@ fn hidden_in(method: &str, path: &str) -> Option<(String, Vec<String>)> {
         "--".into(),
         "sh".into(),
         "-c".into(),
-        format!("cat > /tmp/raw.py <<'EOF'\n{HIDDEN}\nEOF\npython3 /tmp/raw.py {port} {method} {path}\n"),
+        format!("cat > /tmp/raw.py <<'EOF'\n{HIDDEN}\nEOF\npython3 /tmp/raw.py {port} {method} {path} {ask}\n"),
     ]);
     let out = std::process::Command::new(warden_bin())
         .args(&args)
@@ -158,7 +161,7 @@ fn hidden_in(method: &str, path: &str) -> Option<(String, Vec<String>)> {
 
 #[test]
 fn a_get_with_a_body_is_refused_and_nothing_of_it_reaches_an_http1_server() {
-    let Some((s, seen)) = hidden_in("GET", "/public/a") else {
+    let Some((s, seen)) = hidden_in("GET", "/public/a", false) else {
         return;
     };
     assert!(s.contains("first: 400 body_not_expected"), "{s}");
@@ -172,7 +175,7 @@ fn a_get_with_a_body_is_refused_and_nothing_of_it_reaches_an_http1_server() {
 
 #[test]
 fn a_request_hidden_in_a_body_the_server_answers_without_reading_never_reaches_it() {
-    let Some((s, seen)) = hidden_in("POST", "/early") else {
+    let Some((s, seen)) = hidden_in("POST", "/early", false) else {
         return;
     };
     assert!(s.contains("first: 200"), "{s}");
@@ -181,5 +184,21 @@ fn a_request_hidden_in_a_body_the_server_answers_without_reading_never_reaches_i
         seen,
         ["POST /early HTTP/1.1", "GET /public/b HTTP/1.1"],
         "only the two decided requests arrived, nothing hidden in a body: {seen:?}"
+    );
+}
+
+#[test]
+fn a_websocket_upgrade_that_is_not_a_bodiless_get_is_refused_and_its_body_never_arrives() {
+    // The upgrade goes on a connection of its own, without `Connection:
+    // close`: a POST asking for a WebSocket carried its body there.
+    let Some((s, seen)) = hidden_in("POST", "/early", true) else {
+        return;
+    };
+    assert!(s.contains("first: 400 malformed_upgrade"), "{s}");
+    assert!(s.contains("second: 200"), "{s}");
+    assert_eq!(
+        seen,
+        ["GET /public/b HTTP/1.1"],
+        "neither the upgrade nor what hid in its body arrived: {seen:?}"
     );
 }

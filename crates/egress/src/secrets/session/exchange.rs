@@ -71,6 +71,21 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     // Refused at any stage below, its unread rest is drained apart: the
     // answer then ends the request cleanly (HTTP/2 resets no stream).
     let body = ruled::boxed(crate::linger::Drained::new(body));
+    // An upgrade goes on a connection of its own, always HTTP/1.1, and
+    // its body with it: only a GET without one is an upgrade.
+    if upgrade::is_websocket(&parts) && (bodied || parts.method != http::Method::GET) {
+        let why = format!(
+            "refused: {} {}{} asks for a WebSocket, which only a GET without a body may",
+            parts.method,
+            s.name,
+            parts.uri.path()
+        );
+        return Err(Box::new(s.refuse(
+            StatusCode::BAD_REQUEST,
+            Cause::new(Reason::MalformedUpgrade),
+            why,
+        )));
+    }
     if bodied && matches!(upstream, Sender::H1(_)) && bodiless_method(&parts.method) {
         let why = format!(
             "refused: {} {}{} carries a body, which an HTTP/1.1 server that does not read it would take for a request of its own",
