@@ -43,6 +43,14 @@ impl Visit for Line {
 
 impl tracing::Subscriber for Stderr {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        // The HTTP libraries' warnings are about a peer's conduct (the
+        // sandbox's HTTP/2 client resetting more streams than h2 allows),
+        // which the egress record says as the connection's end; printed
+        // on the terminal they read as warden's own and name no decision.
+        // Shown when `WARDEN_LOG` asks for debug.
+        if from_http_library(metadata.target()) && self.max < LevelFilter::DEBUG {
+            return false;
+        }
         *metadata.level() <= self.max
     }
 
@@ -79,6 +87,14 @@ impl tracing::Subscriber for Stderr {
     fn enter(&self, _: &span::Id) {}
 
     fn exit(&self, _: &span::Id) {}
+}
+
+/// Whether an event's `target` is one of the HTTP libraries' (`h2`,
+/// `hyper`, `hyper_util`).
+fn from_http_library(target: &str) -> bool {
+    ["h2", "hyper", "hyper_util"]
+        .iter()
+        .any(|l| target == *l || target.strip_prefix(l).is_some_and(|r| r.starts_with("::")))
 }
 
 /// The level `WARDEN_LOG` asks for; what it cannot read is said and the

@@ -363,9 +363,12 @@ pub(crate) async fn serve(
     // A WebSocket's relay outlives the HTTP connection it was upgraded
     // from: the session ends with it.
     let whole = async {
-        connection
-            .await
-            .map_err(|e| format!("the terminated connection ended with an error: {e}"))?;
+        connection.await.map_err(|e| {
+            format!(
+                "the terminated connection ended with an error: {}",
+                with_causes(&e)
+            )
+        })?;
         let relay = held.upgraded.lock().ok().and_then(|mut u| u.take());
         if let Some(mut relay) = relay {
             let _ = (&mut relay.0).await;
@@ -377,6 +380,24 @@ pub(crate) async fn serve(
         () = meter.silent_for(idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
     };
     served.map(|()| (meter.read(), meter.written()))
+}
+
+/// `e` and each error under it, as one line: hyper's own words say only
+/// the kind ("http2 error"), its cause what the peer did (an HTTP/2 client
+/// that reset more streams than h2 allows is told GOAWAY, and the record
+/// says so, rather than h2's warning reaching the terminal).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !out.contains(&said) {
+            out.push_str(": ");
+            out.push_str(&said);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 /// `connection` served until it ends; once `spent` is told, it is shut
