@@ -78,6 +78,28 @@ pub fn held_back_of(state: &Path, dir: &Path) -> Option<PathBuf> {
     )
 }
 
+/// The places, in the state `state`, where what the write-backs of the
+/// caches below `caches` (an owner's directory of caches:
+/// `PROFILE/NAME/LEAF`, each a cache's directory) held back is kept,
+/// those there now; read without following a link. They go with the
+/// caches: counted with them, removed with them.
+pub fn held_back_of_caches(state: &Path, caches: &Path) -> Vec<PathBuf> {
+    let mut leaves = vec![caches.to_path_buf()];
+    for _ in 0..3 {
+        leaves = leaves
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+    }
+    leaves
+        .iter()
+        .filter_map(|leaf| held_back_of(state, leaf))
+        .filter(|h| h.symlink_metadata().is_ok())
+        .collect()
+}
+
 /// The owner's configuration, as files and directories on the host.
 #[derive(Debug, Clone, Default)]
 pub struct OwnersFiles {

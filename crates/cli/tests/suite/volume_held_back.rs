@@ -8,7 +8,7 @@
 //! cache's directory is held back, the rest of the cache merges.
 
 use crate::common::daemon::{
-    api_token, calls_as, curl_available, e2b_calls_as, json, Daemon, WORKER_SCOPES,
+    api_token, call, calls_as, curl_available, e2b_calls_as, json, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -225,8 +225,9 @@ fn a_caches_write_back_never_merges_over_a_file_the_owners_profile_extends() {
 /// Finding: what a token's cache's write-back held back (6 MB it wrote
 /// over a file the owner's profile extends in the token's pip cache) was
 /// kept under `held-back/`, where the token's disk quota did not count
-/// it (its sandbox started again, 8M budget + 6 MB held against 12M).
-/// Now the start is refused (429 `quota`).
+/// it (its sandbox started again, 8M budget + 6 MB held against 12M),
+/// nor did the token's revocation remove it with its caches. Now the
+/// start is refused (429 `quota`) and the revocation removes it.
 #[test]
 fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
     if !curl_available() {
@@ -290,4 +291,18 @@ fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
         "the token's cache's held-back bytes were not counted: {b}"
     );
     assert_eq!(json(&b)["code"], "quota", "{b}");
+    // Removed with the token's caches once it is revoked and has no
+    // sandbox left.
+    let (s, b) = native("DELETE", "/v1/sandboxes/tc", None);
+    assert!(s == 200 || s == 204, "{s}: {b}");
+    let (s, b) = call(&d, "DELETE", "/v1/tokens/cachy", None, None);
+    assert_eq!(s, 204, "{b}");
+    // `token-caches/tHEX/PROFILE/NAME/LEAF`
+    let token_caches = pip.ancestors().nth(3).unwrap();
+    assert!(!token_caches.exists(), "{}", token_caches.display());
+    assert!(
+        held_back(state.path()).is_empty(),
+        "the token's caches are gone, what their write-back held back stays: {:?}",
+        held_back(state.path())
+    );
 }

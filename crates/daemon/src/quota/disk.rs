@@ -31,22 +31,13 @@ fn cache_bytes(state: &std::path::Path, dir: &std::path::Path) -> u64 {
     if dir.symlink_metadata().is_err() {
         return 0;
     }
-    let mut leaves = vec![dir.to_path_buf()];
-    for _ in 0..3 {
-        leaves = leaves
-            .iter()
-            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect();
-    }
-    let held = leaves
+    warden_runtime::owners_files::held_back_of_caches(state, dir)
         .iter()
-        .filter_map(|leaf| warden_runtime::owners_files::held_back_of(state, leaf))
-        .filter(|h| h.symlink_metadata().is_ok())
-        .map(|h| warden_workspace::fsutil::tree_size(&h))
-        .fold(0, u64::saturating_add);
-    warden_workspace::fsutil::tree_size(dir).saturating_add(held)
+        .map(|h| warden_workspace::fsutil::tree_size(h))
+        .fold(
+            warden_workspace::fsutil::tree_size(dir),
+            u64::saturating_add,
+        )
 }
 
 /// The bytes of disk a token's quota has room for now: what a snapshot,

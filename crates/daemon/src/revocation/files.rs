@@ -1,5 +1,6 @@
 //! What a revoked token leaves on disk: its package caches
-//! (`STATE/token-caches/tHEX/`) and its "always" answers
+//! (`STATE/token-caches/tHEX/`, with what their write-backs held back,
+//! kept under `STATE/held-back/`) and its "always" answers
 //! (`STATE/token-grants/tHEX/`), kept per principal for its next
 //! sandboxes. Once the token is revoked (by itself or with the token that
 //! made it) nothing will use them again, yet they would stay for ever,
@@ -58,7 +59,17 @@ pub fn forget_revoked(state: &Path, db: &Db) -> Vec<PathBuf> {
                 continue;
             }
             let dir = e.path();
-            if warden_workspace::fsutil::remove_tree(&dir).is_ok() {
+            // What the caches' write-backs held back goes first: a
+            // removal that fails leaves the caches to count it and to
+            // find it again at the next sweep.
+            let held = match *kind {
+                "token-caches" => warden_runtime::owners_files::held_back_of_caches(state, &dir),
+                _ => Vec::new(),
+            };
+            let held_gone = held
+                .iter()
+                .all(|h| warden_workspace::fsutil::remove_tree(h).is_ok());
+            if held_gone && warden_workspace::fsutil::remove_tree(&dir).is_ok() {
                 gone.push(dir);
             }
         }
