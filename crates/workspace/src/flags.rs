@@ -83,6 +83,9 @@ impl Rules {
             for reason in crate::hostexec::reasons(path) {
                 out.push(flag("host-exec", reason));
             }
+            if let Some(link) = c.new.as_ref().filter(|n| n.kind == EntryKind::Symlink) {
+                named |= link_flags(path, link.target.as_deref(), &mut out);
+            }
             // A `.git` that is a file or a link names a git directory
             // elsewhere (`gitdir: ...`): git run there on the host reads
             // that directory's config.
@@ -160,6 +163,39 @@ impl Rules {
     }
 }
 
+/// Flags of a symbolic link at `path` (new, or its target changed)
+/// that redirects a path git, CI or the host's tools act on: a link at
+/// a directory above such a path (`.github` for `.github/workflows/`),
+/// or whose target reaches into or onto one (`x -> .claude`). The
+/// files behind such a link sit under names no row covers. Whether a
+/// sensitive row was hit.
+fn link_flags(path: &Path, target: Option<&Path>, out: &mut Vec<Flag>) -> bool {
+    let into = target.and_then(|t| crate::hostexec::resolved(path, t));
+    let mut named = false;
+    for (pattern, _, rule, reason) in SENSITIVE {
+        let hit = crate::hostexec::above(path, pattern)
+            || into
+                .as_deref()
+                .is_some_and(|t| matches_sensitive(t, pattern, Depth::Anywhere));
+        if hit {
+            out.push(link_flag(rule, reason));
+            named = true;
+        }
+    }
+    for reason in crate::hostexec::link_reasons(path, target) {
+        out.push(link_flag("host-exec", reason));
+    }
+    named
+}
+
+fn link_flag(rule: &'static str, reason: &str) -> Flag {
+    Flag {
+        rule,
+        reason: format!("a symbolic link redirects where this is read from: {reason}"),
+        findings: Vec::new(),
+    }
+}
+
 /// A flag when the review did not show `c`'s content in full
 /// ([`NOT_SHOWN`]): a text file not diffed (too many lines, or the
 /// review's time spent), or a file too large to be read as text. The
@@ -207,7 +243,9 @@ fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
     let pat = Path::new(pat);
     let hit = |p: &Path| {
         if dir {
-            p.starts_with(pat) && p != pat
+            // The directory itself too: made a link, it sends git or CI
+            // to files under a name no row covers.
+            p.starts_with(pat)
         } else {
             p == pat
         }

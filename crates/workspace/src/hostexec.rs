@@ -41,6 +41,14 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".gdbinit", "gdb runs its commands when started in the directory (where auto-load allows)"),
     (".lldbinit", "lldb runs its commands when started in the directory (where allowed)"),
     (".pdbrc", "pdb runs its commands when a debugger starts in the directory"),
+    (".pdbrc.py", "pdb++ runs this Python when a debugger starts in the directory"),
+    (".vimrc", "Vim with 'exrc' runs it when started in the directory"),
+    (".gvimrc", "gVim with 'exrc' runs it when started in the directory"),
+    // Interpreters' start-up files, read from the current directory.
+    (".Rprofile", "R runs it at every start in the directory (R_PROFILE_USER's default)"),
+    (".irbrc", "irb (and rails console) runs it when started in the directory"),
+    (".pryrc", "pry runs it when started in the directory"),
+    (".ghci", "GHCi runs its commands (:! shell commands, :def macros) when started in the directory"),
     // Shells entering the directory.
     (".envrc", "direnv runs it when a shell enters the directory"),
     (".env", "direnv's dotenv (and docker compose, bun, dotenv loaders) put it in the environment of the owner's commands: GIT_CONFIG_*, NODE_OPTIONS, PATH"),
@@ -69,6 +77,7 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".yarn/releases/", "yarn runs the release kept here at every yarn command"),
     (".yarn/plugins/", "yarn loads the plugins kept here at every yarn command"),
     (".pnpmfile.cjs", "pnpm runs it at every pnpm install"),
+    ("bunfig.toml", "bun runs the scripts its preload names at every bun run and bun test, and takes its registries from here"),
     ("binding.gyp", "npm runs node-gyp rebuild at install when a package holds one, and gyp runs its <!(...) commands"),
     // Rust.
     (".cargo/config.toml", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
@@ -81,6 +90,12 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".mvn/", "maven takes its JVM options, extensions and its wrapper's download (distributionUrl) from here"),
     (".bazeliskrc", "bazelisk downloads and runs the bazel its BAZELISK_BASE_URL names"),
     (".bazelrc", "bazel takes startup options (host JVM arguments, tool paths) from here"),
+    // .NET: MSBuild and the dotnet muxer read these from the directory up.
+    ("Directory.Build.props", "MSBuild imports it into every project below it, and its targets run commands (Exec) at every build"),
+    ("Directory.Build.targets", "MSBuild imports it into every project below it, and its targets run commands (Exec) at every build"),
+    ("global.json", "the dotnet muxer runs the SDK it selects, from the paths its sdk.paths names"),
+    // Ruby.
+    (".bundle/config", "Bundler takes the Gemfile it loads (BUNDLE_GEMFILE, Ruby code), its paths and build options from here"),
     // Python: a .pth line starting with `import` runs at every start of
     // the interpreter whose site-packages holds it.
     ("*.pth", "Python runs its import lines at every start of an interpreter whose site-packages holds it"),
@@ -107,10 +122,75 @@ pub(crate) fn matches(path: &Path, pattern: &str) -> bool {
     (0..comps.len()).any(|i| hit(&comps[i..].iter().collect::<PathBuf>(), pattern))
 }
 
+/// Whether a symbolic link at `link` redirects what `pattern` covers: it
+/// stands at a directory above the pattern's path (`.github` for
+/// `.github/workflows/`, `.yarn` for `.yarn/releases/`), in any of the
+/// link's directories. (A link at a path the pattern covers is
+/// [`matches`].)
+pub(crate) fn above(link: &Path, pattern: &str) -> bool {
+    let comps: Vec<Component> = link
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    let row = Path::new(pattern.trim_end_matches('/'));
+    let depth = row.components().count();
+    (0..comps.len()).any(|i| {
+        let p: PathBuf = comps[i..].iter().collect();
+        p.components().count() < depth && row.starts_with(&p)
+    })
+}
+
+/// Where a relative link at `link` with text `target` leads, read as
+/// text within the workspace (`..` taken lexically); `None` when it is
+/// absolute or climbs out (those are `symlink-escape`'s).
+pub(crate) fn resolved(link: &Path, target: &Path) -> Option<PathBuf> {
+    if target.is_absolute() {
+        return None;
+    }
+    let mut out: Vec<&std::ffi::OsStr> = link
+        .parent()
+        .into_iter()
+        .flat_map(|p| p.components())
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for c in target.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop()?;
+            }
+            _ => {}
+        }
+    }
+    Some(out.iter().collect())
+}
+
+/// The reasons of every row a symbolic link at `link` to `target`
+/// redirects: a row at or below the link's path, or one its target
+/// reaches into or onto. The files behind such a link sit under a name no
+/// row covers, so the link is where the review must look.
+pub(crate) fn link_reasons<'a>(
+    link: &'a Path,
+    target: Option<&'a Path>,
+) -> impl Iterator<Item = &'static str> + 'a {
+    let into = target.and_then(|t| resolved(link, t));
+    TOOLS
+        .iter()
+        .filter(move |(pattern, _)| {
+            above(link, pattern) || into.as_deref().is_some_and(|t| matches(t, pattern))
+        })
+        .map(|(_, reason)| *reason)
+}
+
 fn hit(p: &Path, pattern: &str) -> bool {
     if let Some(dir) = pattern.strip_suffix('/') {
-        let dir = Path::new(dir);
-        return p.starts_with(dir) && p != dir;
+        // The directory itself too: made, replaced by a file, or made a
+        // link to a directory of unremarkable name, it is what the tool
+        // reads.
+        return p.starts_with(dir);
     }
     if !pattern.contains('*') {
         return p == Path::new(pattern);
@@ -181,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn globs_stay_within_one_name_and_directories_cover_only_what_is_below() {
+    fn globs_stay_within_one_name_and_directories_cover_themselves_and_what_is_below() {
         assert!(matches(
             Path::new("a/b/x.code-workspace"),
             "*.code-workspace"
@@ -189,7 +269,16 @@ mod tests {
         assert!(!matches(Path::new("a/.lintstagedrc/x"), ".lintstagedrc*"));
         assert!(matches(Path::new(".lintstagedrc.json"), ".lintstagedrc*"));
         assert!(matches(Path::new("a/.vscode/tasks.json"), ".vscode/"));
-        assert!(!matches(Path::new(".vscode"), ".vscode/"));
+        assert!(matches(Path::new(".vscode"), ".vscode/"));
+        assert!(!matches(Path::new(".vscode-old"), ".vscode/"));
+        assert!(above(Path::new("sub/.yarn"), ".yarn/releases/"));
+        assert!(!above(Path::new(".yarn/releases"), ".yarn/releases/"));
+        assert!(!above(Path::new("yarn"), ".yarn/releases/"));
+        assert_eq!(
+            resolved(Path::new("a/l"), Path::new("../b/./c")),
+            Some(PathBuf::from("b/c"))
+        );
+        assert_eq!(resolved(Path::new("l"), Path::new("../x")), None);
         assert!(!matches(Path::new("src/env.rs"), ".env"));
         assert!(!matches(Path::new("src/x.environment"), ".env.*"));
         assert!(matches(

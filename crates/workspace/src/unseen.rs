@@ -17,8 +17,13 @@
 //!   encoding other than UTF-8, which the review does not decode);
 //! - its past: the host's file was text and the sandbox's is not.
 //!
-//! Binary assets of an ordinary project (images, fonts, archives, data)
-//! stay unflagged: their content was never a review's to read.
+//! - and otherwise, unless its name says it is an asset the host never
+//!   runs ([`ASSETS`]: images, fonts, audio, video, PDFs, archives): an
+//!   allow list, since a list of what runs always lags, and a file
+//!   `config` with one NUL is what node loads in place of `config.js`.
+//!
+//! Binary assets of an ordinary project stay unflagged: their content was
+//! never a review's to read.
 //! Executables are flagged by `flags` already (`executable`), and files
 //! too large to read as text by `not-shown`.
 
@@ -48,6 +53,28 @@ pub(crate) const COMPILED: &[(&str, &str)] = &[
     ("*.a", "static libraries are linked into the host's builds"),
     ("*.exe", "a program for the host"),
     ("*.dll", "a library for the host's programs"),
+    ("*.pyz", "Python runs a zip application as a program (python x.pyz, or by its #! line)"),
+    ("*.phar", "PHP runs a phar archive as a program (composer.phar)"),
+    ("*.elc", "Emacs loads compiled Lisp in place of the .el beside it"),
+    ("*.beam", "the Erlang VM loads compiled modules found on its code path (Elixir, Erlang, Gleam)"),
+];
+
+/// Extensions of binary assets the host's tools only display, play or
+/// unpack when asked, never run: a binary change to one stays unflagged.
+/// Every other binary change is flagged, whatever its name: the list of
+/// what runs would always lag (a `config` with one NUL is what node's
+/// `require("./config")` loads before the reviewed `config.js`).
+const ASSETS: &[&str] = &[
+    // Images.
+    "png", "jpg", "jpeg", "gif", "webp", "bmp", "ico", "icns", "tif", "tiff", "avif", "heic", "psd",
+    "xcf", // Fonts.
+    "woff", "woff2", "ttf", "otf", "eot", // Audio and video.
+    "mp3", "wav", "ogg", "oga", "flac", "m4a", "aac", "opus", "mp4", "m4v", "webm", "mov", "avi",
+    "mkv", // Documents.
+    "pdf",
+    // Archives: data the host unpacks when asked, never runs unasked
+    // (the runnable kinds, jar, pyz, phar, are compiled code above).
+    "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "tar", "rar",
 ];
 
 /// Extensions of files that are text by nature, and the kind of file they
@@ -116,6 +143,10 @@ const SOURCE: &[(&str, &str)] = &[
     ("cmake", "CMake"),
     ("nix", "Nix"),
     ("bzl", "Starlark"),
+    ("bazel", "Starlark"),
+    ("rake", "Ruby"),
+    ("gemspec", "Ruby"),
+    ("sbt", "sbt"),
     ("json", "configuration"),
     ("jsonc", "configuration"),
     ("json5", "configuration"),
@@ -161,6 +192,9 @@ const BUILD_FILES: &[&str] = &[
     "SConscript",
     "BUILD",
     "WORKSPACE",
+    "BUILD.bazel",
+    "MODULE.bazel",
+    "WORKSPACE.bazel",
     "Vagrantfile",
     "Jenkinsfile",
     "Procfile",
@@ -234,7 +268,19 @@ pub(crate) fn flag(real: &Tree, layer: &Tree, c: &Change) -> Option<Flag> {
             )));
         }
     }
-    None
+    if asset(&c.path) {
+        return None;
+    }
+    Some(binary(format!(
+        "not an image, font, audio, video, PDF or archive, the kinds the host never runs: {shown_as}, yet its name may be one the host loads (node's require(\"./config\") takes a file `config` before config.js)"
+    )))
+}
+
+/// Whether the name of `path` says it is an asset the host never runs.
+fn asset(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ASSETS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 fn binary(reason: String) -> Flag {
@@ -287,6 +333,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn assets_are_known_by_their_extension_and_extensionless_files_are_not_assets() {
+        for p in ["logo.PNG", "f.woff2", "a.tar.gz", "d/guide.pdf", "v.mp4"] {
+            assert!(asset(Path::new(p)), "{p}");
+        }
+        for p in ["config", "data.bin", "x.sqlite", "pkg.whl", "png"] {
+            assert!(!asset(Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
     fn compiled_code_is_known_by_its_name_and_assets_are_not() {
         for p in [
             "__pycache__/app.cpython-311.pyc",
@@ -297,6 +353,10 @@ mod tests {
             "tools/libx.so.1",
             "gradle/wrapper/gradle-wrapper.jar",
             "addon/build/Release/x.node",
+            "tool.pyz",
+            "composer.phar",
+            "init.elc",
+            "ebin/x.beam",
         ] {
             assert!(compiled(Path::new(p)).is_some(), "{p}");
         }
@@ -319,6 +379,10 @@ mod tests {
             ("src/app.PY", "Python"),
             ("Dockerfile.dev", "build"),
             (".cargo/config.toml", "configuration"),
+            ("lib/tasks/x.rake", "Ruby"),
+            ("x.gemspec", "Ruby"),
+            ("build.sbt", "sbt"),
+            ("BUILD.bazel", "build"),
         ] {
             assert_eq!(named_source(Path::new(p)), Some(kind), "{p}");
         }

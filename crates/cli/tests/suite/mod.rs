@@ -97,6 +97,7 @@ mod review13_records;
 mod review14_landing;
 mod review23_flags;
 mod review23_reviewer;
+mod review24_flags;
 mod review2_attacks;
 mod review_cost;
 mod review_unshown;
