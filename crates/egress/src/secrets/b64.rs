@@ -6,9 +6,31 @@
 //! bits and has a length congruent to the value's modulo 3, so everything
 //! after it, padding included, is still the same data at the same
 //! alignment.
+//!
+//! Base64 wrapped into lines (MIME at 76 characters, PEM and GitHub's
+//! contents API at 60 or 64, any column) is the same data: a line break
+//! between two characters (`\r\n`, `\n`, `\r`, or JSON's escaped `\n`,
+//! `\r`, `\r\n` in a string) is read past, and kept where it stood in
+//! the replacement, so a server that wraps what it echoes does not hand
+//! the value back across a break.
 
 use super::zero;
 use base64::Engine;
+
+/// The most bytes one line break between two characters takes (JSON's
+/// escaped `\r\n`).
+const BREAK_MAX: usize = 4;
+
+/// The length of the line break at the start of `text`, if one is there.
+pub(super) fn line_break(text: &[u8]) -> Option<usize> {
+    match text {
+        [b'\r', b'\n', ..] => Some(2),
+        [b'\n' | b'\r', ..] => Some(1),
+        [b'\\', b'r', b'\\', b'n', ..] => Some(4),
+        [b'\\', b'n' | b'r', ..] => Some(2),
+        _ => None,
+    }
+}
 
 const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const URL_SAFE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -119,9 +141,16 @@ impl Form {
         }
     }
 
-    /// The most characters an occurrence takes.
-    pub(super) fn len(&self) -> usize {
+    /// The characters of an occurrence.
+    fn chars(&self) -> usize {
         self.middle.len() + usize::from(self.lead.is_some()) + usize::from(self.trail.is_some())
+    }
+
+    /// The most bytes an occurrence takes: its characters, a line break
+    /// between any two of them.
+    pub(super) fn len(&self) -> usize {
+        let n = self.chars();
+        n + n.saturating_sub(1) * BREAK_MAX
     }
 
     /// Bytes an occurrence may start with.
@@ -145,26 +174,39 @@ impl Form {
         }
     }
 
-    /// The length of an occurrence at the start of `text`.
+    /// The length of an occurrence at the start of `text` (line breaks
+    /// between its characters included).
     pub(super) fn at(&self, text: &[u8]) -> Option<usize> {
         let mut pos = 0;
+        let mut first = true;
+        // The next character, past a line break unless it is the first.
+        let mut next = |pos: &mut usize| -> Option<u8> {
+            if !first {
+                if let Some(n) = text.get(*pos..).and_then(line_break) {
+                    *pos += n;
+                }
+            }
+            first = false;
+            let c = *text.get(*pos)?;
+            *pos += 1;
+            Some(c)
+        };
         if let Some((mask, bits)) = self.lead {
-            let i = index(*text.first()?, self.url)?;
+            let i = index(next(&mut pos)?, self.url)?;
             if i & mask != bits {
                 return None;
             }
-            pos = 1;
         }
-        if !text.get(pos..)?.starts_with(&self.middle) {
-            return None;
+        for &want in &self.middle {
+            if next(&mut pos)? != want {
+                return None;
+            }
         }
-        pos += self.middle.len();
         if let Some((mask, bits)) = self.trail {
-            let i = index(*text.get(pos)?, self.url)?;
+            let i = index(next(&mut pos)?, self.url)?;
             if i & mask != bits {
                 return None;
             }
-            pos += 1;
         }
         Some(pos)
     }
@@ -172,7 +214,43 @@ impl Form {
     /// What replaces `matched` (an occurrence): `to` (whose length is
     /// congruent to the value's modulo 3) at the same alignment, the
     /// neighbours' bits of the edge characters kept.
+    /// The line breaks an occurrence held stay before the same characters
+    /// (those past the replacement's end, after it).
     pub(super) fn replace(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
+        let mut chars = Vec::with_capacity(matched.len());
+        let mut breaks: Vec<(usize, &[u8])> = Vec::new();
+        let mut i = 0;
+        while i < matched.len() {
+            match line_break(&matched[i..]).filter(|_| i > 0) {
+                Some(n) => {
+                    breaks.push((chars.len(), &matched[i..i + n]));
+                    i += n;
+                }
+                None => {
+                    chars.push(matched[i]);
+                    i += 1;
+                }
+            }
+        }
+        let out = self.replace_chars(&chars, to);
+        zero(&mut chars);
+        if breaks.is_empty() {
+            return out;
+        }
+        let mut wrapped = Vec::with_capacity(out.len() + breaks.len() * BREAK_MAX);
+        let mut from = 0;
+        for (at, b) in breaks {
+            let at = at.min(out.len());
+            wrapped.extend_from_slice(&out[from..at]);
+            wrapped.extend_from_slice(b);
+            from = at;
+        }
+        wrapped.extend_from_slice(&out[from..]);
+        wrapped
+    }
+
+    /// [`Form::replace`] of an occurrence without line breaks.
+    fn replace_chars(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
         let s = sextets(to, self.k);
         let start = (8 * self.k).div_ceil(6);
         let end = 8 * (self.k + to.len()) / 6;

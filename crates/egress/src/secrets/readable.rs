@@ -107,6 +107,63 @@ pub(super) fn unreadable_charset(content_type: &[u8]) -> Option<String> {
     None
 }
 
+/// Media types whose data is compressed (or holds compressed parts) as
+/// the server writes it, with no Content-Encoding to undo: an archive of
+/// what a host stores (GitHub's tarball and zipball, a git pack) holds a
+/// value the request put there in bytes the scrub cannot read. A type's
+/// lower-case name, or the start of a family's names and `*`. A plain
+/// tar is not among them: its members are stored as they are, and read.
+const PACKED: &[&str] = &[
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-gunzip",
+    "application/gzipped",
+    "application/x-tgz",
+    "application/x-compressed-tar",
+    "application/x-compress",
+    "application/x-compressed",
+    "application/zip",
+    "application/x-zip",
+    "application/x-zip-compressed",
+    "application/zip-compressed",
+    "application/x-bzip",
+    "application/x-bzip2",
+    "application/x-xz",
+    "application/x-lzma",
+    "application/x-lzip",
+    "application/x-lz4",
+    "application/zstd",
+    "application/x-zstd",
+    "application/x-brotli",
+    "application/x-7z-compressed",
+    "application/vnd.rar",
+    "application/x-rar-compressed",
+    "application/java-archive",
+    "application/x-git-*",
+    "application/pdf",
+    "application/vnd.openxmlformats-*",
+    "application/vnd.oasis.opendocument.*",
+    "application/epub+zip",
+];
+
+/// The media type `content_type` declares, when its data is compressed
+/// as the server writes it (see [`PACKED`]); `None` otherwise.
+pub(super) fn packed_type(content_type: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(content_type).to_ascii_lowercase();
+    let name = text.split(';').next().unwrap_or_default().trim();
+    let packed = name.ends_with("+zip")
+        || PACKED.iter().any(|c| match c.strip_suffix('*') {
+            Some(family) => name.starts_with(family),
+            None => name == *c,
+        });
+    packed.then(|| {
+        name.chars()
+            .take(60)
+            .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +178,35 @@ mod tests {
         }
         for key in ["accept", "content-type", "authorization", "te"] {
             assert!(!left_out(key, true), "{key}");
+        }
+    }
+
+    #[test]
+    fn archives_and_compressed_data_a_server_writes_are_unreadable_and_text_is_not() {
+        for (ct, name) in [
+            (&b"application/x-gzip"[..], "application/x-gzip"),
+            (b"Application/GZIP", "application/gzip"),
+            (b"application/zip; name=main.zip", "application/zip"),
+            (
+                b"application/x-git-upload-pack-result",
+                "application/x-git-upload-pack-result",
+            ),
+            (b"application/zstd", "application/zstd"),
+            (
+                b"application/vnd.example+zip",
+                "application/vnd.example+zip",
+            ),
+        ] {
+            assert_eq!(packed_type(ct).as_deref(), Some(name));
+        }
+        for ct in [
+            &b"application/json"[..],
+            b"text/plain; charset=utf-8",
+            b"application/x-tar",
+            b"application/octet-stream",
+            b"application/vnd.github+json",
+        ] {
+            assert_eq!(packed_type(ct), None, "{}", String::from_utf8_lossy(ct));
         }
     }
 

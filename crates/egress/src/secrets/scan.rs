@@ -16,6 +16,13 @@
 //! per byte (two or three at an escape), the same for text of one repeated letter,
 //! random base64 or prose, so no text a server sends can make scrubbing
 //! slower than that.
+//!
+//! A line break (`\r`, `\n`, or an escape that spells one, as JSON's `\n`)
+//! is also read as nothing, so that a core wrapped across lines (base64
+//! as MIME and GitHub's contents API write it) is found too: the
+//! automaton keeps its state over it, which finds every occurrence
+//! stepping over it would (no core holds a line break: then breaks are
+//! read only as themselves).
 
 use super::spelled::{self, escapes_at};
 use aho_corasick::automaton::{Automaton, StateID};
@@ -36,6 +43,8 @@ const _: () = assert!(spelled::LONGEST < RING);
 pub(super) struct Cores {
     dfa: DFA,
     start: StateID,
+    /// No core holds a line break: one is read as nothing.
+    past_breaks: bool,
 }
 
 impl std::fmt::Debug for Cores {
@@ -59,16 +68,28 @@ impl Cores {
             .build(cores.iter().filter(|c| !c.is_empty()))
             .ok()?;
         let start = dfa.start_state(Anchored::No).ok()?;
-        Some(Cores { dfa, start })
+        let past_breaks = !cores.iter().any(|c| c.iter().any(|&b| is_break(b)));
+        Some(Cores {
+            dfa,
+            start,
+            past_breaks,
+        })
     }
 
     fn step(&self, state: StateID, byte: u8) -> StateID {
+        if self.past_breaks && is_break(byte) {
+            return state;
+        }
         self.dfa.next_state(Anchored::No, state, byte)
     }
 
     fn is_match(&self, state: StateID) -> bool {
         self.dfa.is_match(state)
     }
+}
+
+fn is_break(b: u8) -> bool {
+    matches!(b, b'\r' | b'\n')
 }
 
 /// Bytes that may open an escape: where a second reading starts.
@@ -169,7 +190,13 @@ impl Scan {
             if !self.ring[(self.at + 1) % RING].is_empty() {
                 self.ahead -= 1;
             }
+            // JSON's escaped line break, read as nothing too.
+            let escaped_break =
+                cores.past_breaks && byte == b'\\' && matches!(text.get(r + 1), Some(b'n' | b'r'));
             for &s in &states {
+                if escaped_break {
+                    self.put(self.at + 2, s);
+                }
                 let next = cores.step(s, byte);
                 if cores.is_match(next) {
                     hit(base + r, base + r + 1);

@@ -101,6 +101,22 @@ fn scrubbed(s: &Arc<Session>, response: Response<Incoming>, bodiless: bool) -> R
             format!("warden: the server sent its response in the {charset} charset, which warden cannot read to check it for secrets, so it is withheld\n"),
         );
     }
+    // An archive or compressed data as the server writes it (a tarball,
+    // a zipball, a git pack of what the request stored) holds a value a
+    // body carried there in bytes the scrub cannot read: withheld where a
+    // body may have carried one.
+    let packed = response
+        .headers()
+        .get_all(http::header::CONTENT_TYPE)
+        .iter()
+        .find_map(|v| readable::packed_type(v.as_bytes()));
+    if let Some(packed) = packed.filter(|_| !bodiless && s.body_substitution) {
+        return withhold(
+            s,
+            &format!("a response of compressed data ({packed}) from a secret's host that is sent secrets in bodies was withheld (warden cannot read it to check it for the value)"),
+            format!("warden: the server sent {packed}, compressed data warden cannot read to check it for secrets this host is sent in bodies, so it is withheld\n"),
+        );
+    }
     if let Some(why) = coding::too_costly(&codings).filter(|_| !bodiless) {
         return withhold(
             s,
