@@ -480,6 +480,18 @@ impl Client {
         )
     }
 
+    /// `GET /v1/sandboxes/{id}/changes?content=true`: the changes with
+    /// each one's content (a unified diff for text). Read with the
+    /// owner's or a token's own credential, this is a review a later
+    /// commit by the same caller counts.
+    pub fn changes_with_content(&self, id: &str) -> Result<warden_api::ChangesAnswer, ClientError> {
+        self.call(
+            Method::GET,
+            &format!("/v1/sandboxes/{}/changes?content=true", segment(id)),
+            None,
+        )
+    }
+
     /// `POST /v1/sandboxes/{id}/commit`.
     pub fn commit(
         &self,

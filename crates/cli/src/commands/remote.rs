@@ -457,12 +457,13 @@ pub fn egress(
 }
 
 /// `warden --host H diff NAME [PATHS] [--json]`: the sandbox's changes as
-/// the daemon reviews them, one line each with its flags (or as JSON).
+/// the daemon reviews them, one line each with its flags and its content
+/// (or as JSON): a review, which the same caller's later commit counts.
 pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
     if a.stat {
         bail!("--stat cannot be used with --host: the daemon answers whole changes; use --json for their details");
     }
-    let answer = client(host)?.changes(&a.name)?;
+    let answer = client(host)?.changes_with_content(&a.name)?;
     let wanted: Vec<String> = a
         .paths
         .iter()
@@ -499,6 +500,7 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
                 super::sandboxes::printable(f["reason"].as_str().unwrap_or(""))
             );
         }
+        print_content(&c["content"]);
     }
     if let Some(line) = listing.left_out_line("shown", "--ignored shows them") {
         eprintln!("{line}");
@@ -514,6 +516,39 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// One change's `content` as the daemon gave it: its unified diff line
+/// by line, or what differs (binary, not diffed), each line escaped.
+fn print_content(content: &serde_json::Value) {
+    let say = |line: &str| println!("  {}", super::sandboxes::printable(line));
+    match content["type"].as_str() {
+        Some("text") => {
+            if content["coarse"].as_bool() == Some(true) {
+                say(&format!("({})", warden_workspace::COARSE_NOTE));
+            }
+            match content["patch"].as_str() {
+                Some(patch) => patch.lines().for_each(say),
+                None => say(&format!(
+                    "+{} -{} lines",
+                    content["added"].as_u64().unwrap_or(0),
+                    content["removed"].as_u64().unwrap_or(0)
+                )),
+            }
+        }
+        Some("binary") => say(&format!(
+            "binary files differ ({} -> {} bytes)",
+            content["old_size"].as_u64().unwrap_or(0),
+            content["new_size"].as_u64().unwrap_or(0)
+        )),
+        Some("not_diffed") => say(&format!(
+            "changed, {} -> {} lines, not diffed: {}",
+            content["old_lines"].as_u64().unwrap_or(0),
+            content["new_lines"].as_u64().unwrap_or(0),
+            content["reason"].as_str().unwrap_or("?")
+        )),
+        _ => {}
+    }
+}
+
 /// `warden --host H commit NAME [PATHS] [--force] [--accept-flagged]`:
 /// what the last `diff` showed (or, with --unreviewed, the layer as it is
 /// now), by the daemon's rules.
@@ -523,7 +558,7 @@ pub fn commit(host: &str, a: super::sandboxes::CommitArgs) -> anyhow::Result<u8>
     }
     let c = client(host)?;
     if a.unreviewed {
-        c.changes(&a.name)?;
+        c.changes_with_content(&a.name)?;
     }
     let req = warden_client::api::CommitRequest {
         paths: a
