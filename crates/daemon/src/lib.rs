@@ -165,6 +165,30 @@ pub struct Bound {
     pub listening: Listening,
 }
 
+/// Record `roots` in the catalogue's directory `config`, made
+/// (owner-only) when missing; a note, loud, when it cannot be.
+fn record_beside_catalogue(
+    config: &std::path::Path,
+    roots: &[warden_runtime::daemon_roots::Root],
+) -> Option<String> {
+    use std::os::unix::fs::DirBuilderExt;
+    use warden_runtime::daemon_roots::{record, RootsError};
+    let written = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(config)
+        .map_err(|source| RootsError::Write {
+            path: config.to_path_buf(),
+            source,
+        })
+        .and_then(|()| record(config, roots));
+    let e = written.err()?;
+    tracing::warn!("{e}");
+    Some(format!(
+        "warning: {e}: a command line with another state directory than this daemon's will not hold secret programs to these roots"
+    ))
+}
+
 /// Open the store and database, reconcile, and bind. Call within a tokio
 /// runtime.
 pub async fn bind(
@@ -287,13 +311,12 @@ pub async fn bind(
         );
         record(&cfg.state_dir, &roots)?;
         // And beside the catalogue: a command line that keeps another
-        // state directory but reads the same profiles sees them there.
-        if let Some(config) = app.catalog.config_dir.as_deref().filter(|d| d.is_dir()) {
-            if let Err(e) = record(config, &roots) {
-                notes.push(format!(
-                    "{e}: a command line with another state directory than this daemon's will not hold secret programs to these roots"
-                ));
-            }
+        // state directory but reads the same profiles sees them there. A
+        // catalogue's directory not made yet is made (owner-only) for
+        // it: profiles written there later name programs these roots
+        // must still hold.
+        if let Some(config) = app.catalog.config_dir.as_deref() {
+            notes.extend(record_beside_catalogue(config, &roots));
         }
     }
     let tcp = match cfg.listen {

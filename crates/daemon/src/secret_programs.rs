@@ -3,7 +3,8 @@
 //! any caller, its secret programs are checked against the directories
 //! tokens may write (the workspace roots and the state), and the refusal
 //! is worded for each: the owner sees which program and where, a token
-//! only that the profile's secret program lies where tokens may write.
+//! only that the profile's secret program lies where tokens may write,
+//! or cannot be told not to run from there.
 
 use axum::http::StatusCode;
 
@@ -27,7 +28,7 @@ pub(crate) fn allowed(
     caller: &Caller,
     sb: &warden_workspace::Sandbox,
 ) -> Result<(), ApiError> {
-    use warden_runtime::secret_programs::{check, SECRET_PROGRAM_WRITABLE};
+    use warden_runtime::secret_programs::check;
     let Some(spec) = warden_runtime::state::stored_spec(sb.dir()) else {
         return Ok(());
     };
@@ -67,19 +68,19 @@ pub(crate) fn allowed(
     };
     tracing::warn!(
         sandbox = sb.name(),
-        reason = SECRET_PROGRAM_WRITABLE,
+        reason = refusal.code(),
         "not started: {refusal}"
     );
     let message = match caller {
         Caller::Owner => format!(
-            "sandbox {}: the profile's secret program lies where tokens may write: {refusal}",
+            "sandbox {}: the profile's secret program lies where tokens may write, or cannot be told not to run from there: {refusal}",
             sb.name()
         ),
         Caller::Token(_) => format!(
-            "sandbox {}: the profile's secret program lies where tokens may write; the daemon's owner sees which in its log",
+            "sandbox {}: the profile's secret program lies where tokens may write, or cannot be told not to run from there; the daemon's owner sees which in its log",
             sb.name()
         ),
     };
     Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
-        .with_reason(Some(SECRET_PROGRAM_WRITABLE)))
+        .with_reason(Some(refusal.code())))
 }

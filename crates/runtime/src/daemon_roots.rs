@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use warden_policy::{NetworkSpec, SandboxSpec};
 
-use crate::secret_programs::{check, Refusal, SECRET_PROGRAM_WRITABLE};
+use crate::secret_programs::{check, Refusal};
 
 /// The record, in the state directory: one `KIND<TAB>PATH` a line.
 pub const DAEMON_ROOTS: &str = "daemon-roots";
@@ -84,14 +84,14 @@ pub enum RootsError {
     LineBreak(PathBuf),
     /// A secret's program (or what it is given) lies under `root`.
     #[error("{refusal} ({})", root.kind.describe())]
-    Writable { refusal: Refusal, root: Root },
+    Writable { refusal: Box<Refusal>, root: Root },
 }
 
 impl RootsError {
     /// The stable reason code, for a refusal to run a secret's program.
     pub fn reason(&self) -> Option<&'static str> {
         match self {
-            RootsError::Writable { .. } => Some(SECRET_PROGRAM_WRITABLE),
+            RootsError::Writable { refusal, .. } => Some(refusal.code()),
             _ => None,
         }
     }
@@ -225,7 +225,10 @@ pub fn check_spec(
                 kind: RootKind::WorkspaceRoot,
                 path: refusal.under.clone(),
             });
-        RootsError::Writable { refusal, root }
+        RootsError::Writable {
+            refusal: Box::new(refusal),
+            root,
+        }
     })
 }
 

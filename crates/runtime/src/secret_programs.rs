@@ -19,6 +19,14 @@
 //! of variables (`warden_jail::secrets::PROGRAM_PATH`,
 //! `warden_jail::settings::PROGRAM_KEEPS`):
 //! what is checked here is what runs, wherever the door was started.
+//! A word is read as that environment reads it: `~`, `~user`, `$HOME`,
+//! `${HOME}` and every kept variable expanded with the values the program
+//! is given. A script a shell is given (`sh -c`, `bash -c`, ... anywhere
+//! after a shell's name) is read with the shell's quoting; what cannot be
+//! read for certain there (a variable the program is not given, a
+//! command substitution, a pattern, a `cd` to a directory not named
+//! outright, a variable set by the script) is refused
+//! ([`SECRET_PROGRAM_UNREADABLE_ARGS`]) rather than guessed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -32,13 +40,44 @@ use crate::pathwalk::walk;
 /// tokens may write.
 pub const SECRET_PROGRAM_WRITABLE: &str = "secret_program_writable";
 
+/// The reason code of a refusal to run a secret's program given a shell
+/// script whose paths cannot be read for certain.
+pub const SECRET_PROGRAM_UNREADABLE_ARGS: &str = "secret_program_unreadable_args";
+
+/// Shells: what follows one of these names in a secret's argv is read as
+/// a shell script.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "rbash", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "oksh", "loksh",
+    "yash", "posh", "busybox", "fish", "csh", "tcsh",
+];
+
+/// Words of a shell script that set a variable or read one in, or run a
+/// string built at run time: the words after them cannot be read for
+/// certain.
+const SETTERS: &[&str] = &[
+    "read",
+    "for",
+    "select",
+    "export",
+    "local",
+    "declare",
+    "typeset",
+    "readonly",
+    "getopts",
+    "eval",
+    "unset",
+    "alias",
+    "mapfile",
+    "readarray",
+    "let",
+];
+
 /// Interpreters followed from a `#!` line before giving up (the kernel
 /// follows at most 4 levels itself).
 const MAX_INTERPRETERS: usize = 5;
 
 /// A secret's program, or what it is given, lies where tokens may write.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The secret whose program it is.
     pub secret: String,
@@ -48,20 +87,56 @@ pub struct Refusal {
     pub what: &'static str,
     /// The path as met (a link's own path, not its target's).
     pub path: PathBuf,
-    /// The directory tokens may write that holds it.
+    /// The directory tokens may write that holds it; for a script that
+    /// cannot be read, the first such directory it might reach.
     pub under: PathBuf,
+    /// Why a shell script it is given cannot be read for certain (then
+    /// `path` is the script itself).
+    pub unreadable: Option<&'static str>,
 }
 
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (secret, what, path, under) = (
+            &self.secret,
+            self.what,
+            self.path.display(),
+            self.under.display(),
+        );
+        match self.unreadable {
+            None => write!(f, "secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state"),
+            Some(why) => write!(f, "secret `{secret}`: {what} `{path}` holds {why}, so the paths it names cannot be read for certain while sandboxes' changes may be written under {under}; name the program and its files by absolute paths (or `~`, `$HOME`), without a `cd`"),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 impl Refusal {
-    /// The stable reason code, [`SECRET_PROGRAM_WRITABLE`].
+    /// The stable reason code: [`SECRET_PROGRAM_WRITABLE`], or
+    /// [`SECRET_PROGRAM_UNREADABLE_ARGS`] for a script that cannot be read.
     pub const fn code(&self) -> &'static str {
-        SECRET_PROGRAM_WRITABLE
+        match self.unreadable {
+            None => SECRET_PROGRAM_WRITABLE,
+            Some(_) => SECRET_PROGRAM_UNREADABLE_ARGS,
+        }
     }
 }
 
 /// Check every `from_command` of `secrets` against `writable`: real paths
 /// of the directories tokens may write (at or under them is refused).
 pub fn check(secrets: &[SecretSpec], writable: &[PathBuf]) -> Result<(), Refusal> {
+    let env = &warden_jail::settings::Settings::current().program_env;
+    check_with(secrets, writable, env)
+}
+
+/// [`check`] with `env`, the variables the program is given (besides its
+/// fixed search path).
+pub fn check_with(
+    secrets: &[SecretSpec],
+    writable: &[PathBuf],
+    env: &[(String, std::ffi::OsString)],
+) -> Result<(), Refusal> {
     for s in secrets {
         let SecretSource::Command(argv) = &s.source else {
             continue;
@@ -69,6 +144,7 @@ pub fn check(secrets: &[SecretSpec], writable: &[PathBuf]) -> Result<(), Refusal
         let c = Checker {
             secret: &s.name,
             writable,
+            env: Env(env),
         };
         c.argv(argv)?;
     }
@@ -78,6 +154,7 @@ pub fn check(secrets: &[SecretSpec], writable: &[PathBuf]) -> Result<(), Refusal
 struct Checker<'a> {
     secret: &'a str,
     writable: &'a [PathBuf],
+    env: Env<'a>,
 }
 
 impl Checker<'_> {
@@ -93,9 +170,72 @@ impl Checker<'_> {
             }
         }
         self.program(program, "the program", 0)?;
+        let mut shell = is_shell(program);
+        // `env HOME=/proj sh -c '~/get.sh'`, `env -C /proj sh -c get.sh`:
+        // what runs before a shell may change what its script reads.
+        if let Some(at) = argv.iter().skip(1).position(|a| is_shell(a)) {
+            if let Some(a) = argv[1..=at]
+                .iter()
+                .find(|a| a.starts_with('-') || is_assignment(a))
+            {
+                return Err(Refusal {
+                    secret: self.secret.to_string(),
+                    what: "an argument before its shell",
+                    path: PathBuf::from(a),
+                    under: self.writable.first().cloned().unwrap_or_default(),
+                    unreadable: Some(
+                        "an option or a variable that may change what the shell reads",
+                    ),
+                });
+            }
+        }
         for arg in &argv[1..] {
-            for p in paths_in(arg) {
+            for p in paths_in(arg, &self.env) {
                 self.path(&p, "an argument")?;
+            }
+            if shell {
+                self.script(arg)?;
+            }
+            shell |= is_shell(arg);
+        }
+        Ok(())
+    }
+
+    /// An argument a shell may run as a script: its words as the shell
+    /// reads them, each from `/` and from every directory it `cd`s to.
+    fn script(&self, arg: &str) -> Result<(), Refusal> {
+        let unreadable = |why: &'static str| Refusal {
+            secret: self.secret.to_string(),
+            what: "a shell script it is given",
+            path: PathBuf::from(arg),
+            under: self.writable.first().cloned().unwrap_or_default(),
+            unreadable: Some(why),
+        };
+        let words = shell_words(arg, &self.env).map_err(unreadable)?;
+        let mut dirs = vec![PathBuf::from(PROGRAM_DIR)];
+        for (i, w) in words.iter().enumerate() {
+            if SETTERS.contains(&w.as_str())
+                || is_assignment(w)
+                || (w == "-v" && i > 0 && words[i - 1] == "printf")
+            {
+                return Err(unreadable("a word that sets a variable"));
+            }
+            if matches!(w.as_str(), "cd" | "pushd" | "popd" | "chdir") {
+                match words.get(i + 1) {
+                    Some(d) if d.starts_with('/') => dirs.push(PathBuf::from(d)),
+                    _ => return Err(unreadable("a `cd` to a directory not named outright")),
+                }
+            }
+        }
+        for w in &words {
+            for p in paths_in(w, &self.env) {
+                self.path(&p, "a path its shell script names")?;
+            }
+            // After a `cd`, any word may be a file of that directory.
+            if !w.starts_with('/') && !w.is_empty() {
+                for d in &dirs[1..] {
+                    self.path(&d.join(w), "a path its shell script names")?;
+                }
             }
         }
         Ok(())
@@ -126,7 +266,7 @@ impl Checker<'_> {
             }
         } else {
             for w in words {
-                for p in paths_in(&w) {
+                for p in paths_in(&w, &self.env) {
                     self.path(&p, "an argument of its interpreter")?;
                 }
             }
@@ -148,6 +288,7 @@ impl Checker<'_> {
                     what,
                     path,
                     under: under.clone(),
+                    unreadable: None,
                 });
             }
         }
@@ -170,18 +311,255 @@ fn shebang(file: &Path) -> Option<Vec<String>> {
 /// The paths an argument names, as the program would take them from its
 /// working directory (`/`): itself, or each word of it that is one
 /// (`--homedir=/proj/.gnupg`, `PYTHONPATH=/proj/lib`, `sh -c "exec
-/// /proj/get.sh"`, `tools/get.sh`). A word that only looks like a path
+/// /proj/get.sh"`, `tools/get.sh`), both as written and with the
+/// program's variables and `~` expanded (`$HOME/proj/get.sh`,
+/// `--homedir=~/proj/.gnupg`). A word that only looks like a path
 /// protects a directory more, never less.
-fn paths_in(arg: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = arg
-        .split(|c: char| c.is_whitespace() || ";|&<>()'\"=`$,:".contains(c))
-        .chain(std::iter::once(arg))
+fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
+    let expanded = env.expand_vars(arg);
+    let mut out: Vec<PathBuf> = [arg, expanded.as_str()]
+        .into_iter()
+        .flat_map(|a| {
+            a.split(|c: char| c.is_whitespace() || ";|&<>()'\"=`$,:{}".contains(c))
+                .chain(std::iter::once(a))
+        })
+        .map(|w| env.tilde(w).unwrap_or_else(|| w.to_string()))
         .filter(|w| w.contains('/') && !w.contains("://"))
         .map(|w| Path::new(PROGRAM_DIR).join(w))
         .collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether `word` names a shell (its last component).
+fn is_shell(word: &str) -> bool {
+    let name = word.rsplit('/').next().unwrap_or(word);
+    SHELLS.contains(&name)
+}
+
+/// `NAME=...`: a shell word that sets a variable.
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut c = name.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+/// The variables a secret's program is given, as it expands them.
+struct Env<'a>(&'a [(String, std::ffi::OsString)]);
+
+impl Env<'_> {
+    /// The value of `name` in the program's environment; `None` when it
+    /// is not given one.
+    fn get(&self, name: &str) -> Option<String> {
+        if name == "PATH" {
+            return Some(PROGRAM_PATH.to_string());
+        }
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    }
+
+    /// `word` with a leading `~` or `~user` expanded as a shell does;
+    /// `None` when it has none that expands.
+    fn tilde(&self, word: &str) -> Option<String> {
+        let rest = word.strip_prefix('~')?;
+        let (user, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let home = if user.is_empty() {
+            self.get("HOME")?
+        } else {
+            let u = nix::unistd::User::from_name(user).ok().flatten()?;
+            u.dir.to_string_lossy().into_owned()
+        };
+        Some(format!("{home}{tail}"))
+    }
+
+    /// `text` with every `$NAME` and `${NAME}` the program is given
+    /// replaced by its value (others kept as written).
+    fn expand_vars(&self, text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find('$') {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let (name, used) = match after.strip_prefix('{') {
+                Some(b) => match b.find('}') {
+                    Some(end) => (&b[..end], end + 2),
+                    None => ("", 0),
+                },
+                None => {
+                    let n = after
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(after.len());
+                    (&after[..n], n)
+                }
+            };
+            match self.get(name).filter(|_| !name.is_empty()) {
+                Some(v) => {
+                    out.push_str(&v);
+                    rest = &after[used..];
+                }
+                None => {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// The words of shell script `script` after quote removal, with `~`,
+/// `~user` and the program's variables expanded; why not, when a word
+/// cannot be read for certain.
+fn shell_words(script: &str, env: &Env) -> Result<Vec<String>, &'static str> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut started = false;
+    let mut chars = script.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() || ";|&<>()".contains(c) => {
+                if started {
+                    words.push(std::mem::take(&mut cur));
+                    started = false;
+                }
+            }
+            '\'' => {
+                started = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Ok(unclosed(words, cur)),
+                    }
+                }
+            }
+            '"' => {
+                started = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('$' | '`' | '"' | '\\')) => cur.push(x),
+                            Some('\n') => {}
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                            None => return Ok(unclosed(words, cur)),
+                        },
+                        Some('$') => dollar(&mut chars, env, &mut cur)?,
+                        Some('`') => return Err("a command substitution"),
+                        Some(x) => cur.push(x),
+                        None => return Ok(unclosed(words, cur)),
+                    }
+                }
+            }
+            '\\' => {
+                started = true;
+                match chars.next() {
+                    Some('\n') | None => {}
+                    Some(x) => cur.push(x),
+                }
+            }
+            '$' => {
+                started = true;
+                dollar(&mut chars, env, &mut cur)?;
+            }
+            '`' => return Err("a command substitution"),
+            '*' | '?' | '[' => return Err("a pattern"),
+            '{' | '}' => return Err("a brace expansion or group"),
+            '~' if !started => {
+                started = true;
+                let mut prefix = String::from("~");
+                while let Some(&x) = chars.peek() {
+                    if x == '/' || x.is_whitespace() || ";|&<>()'\"\\$`".contains(x) {
+                        break;
+                    }
+                    prefix.push(x);
+                    chars.next();
+                }
+                if prefix == "~+" || prefix == "~-" {
+                    return Err("a `~+` or `~-`");
+                }
+                match env.tilde(&prefix) {
+                    Some(home) => cur.push_str(&home),
+                    None if prefix == "~" => return Err("a `~` with no HOME given"),
+                    None => cur.push_str(&prefix),
+                }
+            }
+            c => {
+                started = true;
+                cur.push(c);
+            }
+        }
+    }
+    if started {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// The words of a script that ends inside a quote: the shell refuses it
+/// as it parses, but what was read so far is checked all the same.
+fn unclosed(mut words: Vec<String>, cur: String) -> Vec<String> {
+    words.push(cur);
+    words
+}
+
+/// A `$` of a shell script, outside single quotes: a variable the
+/// program is given is its value; anything else (another variable, a
+/// positional or special parameter, `$(...)`, `${...}` with an operator,
+/// `$'...'`) cannot be read for certain.
+fn dollar(
+    chars: &mut std::iter::Peekable<std::str::Chars>,
+    env: &Env,
+    cur: &mut String,
+) -> Result<(), &'static str> {
+    let braced = chars.peek() == Some(&'{');
+    match chars.peek() {
+        None => {
+            cur.push('$');
+            return Ok(());
+        }
+        Some(c) if c.is_whitespace() || *c == '"' => {
+            cur.push('$');
+            return Ok(());
+        }
+        Some('(') => return Err("a command substitution"),
+        _ => {}
+    }
+    if braced {
+        chars.next();
+    }
+    let mut name = String::new();
+    while let Some(&x) = chars.peek() {
+        if !(x.is_ascii_alphanumeric() || x == '_') {
+            break;
+        }
+        name.push(x);
+        chars.next();
+    }
+    if braced && chars.next() != Some('}') {
+        return Err("a parameter expansion with an operator");
+    }
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err("a positional or special parameter");
+    }
+    match env.get(&name) {
+        Some(v) => {
+            cur.push_str(&v);
+            Ok(())
+        }
+        None => Err("a variable the program is not given"),
+    }
 }
 
 #[cfg(test)]
@@ -212,7 +590,7 @@ mod tests {
         let linked = t.join("outside/linked");
         std::os::unix::fs::symlink(root.join("proj/get"), &linked).unwrap();
         let writable = [root.clone()];
-        let code = |argv: &[&str]| check(&[secret(argv)], &writable).map_err(|r| r.what);
+        let code = |argv: &[&str]| check_with(&[secret(argv)], &writable, &[]).map_err(|r| r.what);
 
         assert_eq!(code(&[script.to_str().unwrap()]), Err("its interpreter"));
         assert_eq!(code(&[linked.to_str().unwrap()]), Err("the program"));
@@ -228,6 +606,67 @@ mod tests {
             code(&["/bin/sh", rel.to_str().unwrap()]),
             Err("an argument")
         );
+        warden_workspace::fsutil::remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn a_path_through_home_tilde_or_a_kept_variable_is_read_as_the_program_reads_it() {
+        let t = std::env::temp_dir().join(format!("warden-secret-home-{}", std::process::id()));
+        let _ = warden_workspace::fsutil::remove_tree(&t);
+        std::fs::create_dir_all(t.join("home/proj/tools")).unwrap();
+        let t = t.canonicalize().unwrap();
+        let home = t.join("home");
+        let root = home.join("proj");
+        let writable = [root.clone()];
+        let env = [
+            ("HOME".to_string(), home.clone().into_os_string()),
+            (
+                "GNUPGHOME".to_string(),
+                root.join(".gnupg").into_os_string(),
+            ),
+        ];
+        let code =
+            |argv: &[&str]| check_with(&[secret(argv)], &writable, &env).map_err(|r| r.code());
+        let w = Err(SECRET_PROGRAM_WRITABLE);
+        let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
+        // Before: each of these was read as `/HOME/...` or `/~/...` and ran.
+        assert_eq!(code(&["sh", "-c", "$HOME/proj/tools/get.sh"]), w);
+        assert_eq!(code(&["sh", "-c", "${HOME}/proj/tools/get.sh"]), w);
+        assert_eq!(code(&["sh", "-c", "~/proj/tools/get.sh"]), w);
+        assert_eq!(code(&["bash", "-lc", "exec ~/pro\"j\"/tools/get.sh"]), w);
+        assert_eq!(code(&["/bin/dash", "-ec", "x=1; ~/pro\\j/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "cd ~/proj && tools/get.sh"]), w);
+        assert_eq!(code(&["sh", "-c", "cd ~ && proj/tools/get.sh"]), w);
+        assert_eq!(code(&["sh", "-c", "cd && proj/tools/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "cd proj; tools/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "$OTHER/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "$(cat /etc/dir)/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "`echo x`/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "~/pro?/tools/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "D=/x; $D/get.sh"]), u);
+        assert_eq!(code(&["sh", "-c", "$1/get.sh", "x", "/"]), u);
+        assert_eq!(code(&["/usr/bin/env", "HOME=/x", "sh", "-c", "true"]), u);
+        assert_eq!(code(&["/usr/bin/env", "-C", "/x", "sh", "-c", "true"]), u);
+        assert_eq!(code(&["/usr/bin/env", "sh", "-c", "$HOME/proj/get.sh"]), w);
+        // Without a shell, what a program expands itself is read too.
+        assert_eq!(code(&["/usr/bin/gpg", "--homedir=~/proj/.gnupg"]), w);
+        assert_eq!(code(&["/usr/bin/python3", "$HOME/proj/x.py"]), w);
+        assert_eq!(code(&["/usr/bin/gpg", "--homedir", "$GNUPGHOME"]), w);
+        // The ordinary cases still run.
+        assert_eq!(code(&["vault", "read", "-field=x", "secret/y"]), Ok(()));
+        assert_eq!(code(&["sh", "-c", "pass show x"]), Ok(()));
+        assert_eq!(code(&["sh", "-c", "'pass", "show", "x'"]), Ok(()));
+        assert_eq!(code(&["sh", "-c", "'~/proj/get.sh", "x'"]), w);
+        assert_eq!(
+            code(&["sh", "-c", "set -e; pass show 'work/gh' | head -n1"]),
+            Ok(())
+        );
+        assert_eq!(
+            code(&["/usr/bin/op", "read", "op://vault/item/field"]),
+            Ok(())
+        );
+        assert_eq!(code(&["sh", "-c", "exec $HOME/bin/get-token"]), Ok(()));
+        assert_eq!(code(&["sh", "-c", "cd /etc && cat hostname"]), Ok(()));
         warden_workspace::fsutil::remove_tree(&t).unwrap();
     }
 }

@@ -253,6 +253,18 @@ pub fn check_secret_programs(
                         .to_string()
                 })
                 .collect();
+            if let Some(why) = refusal.unreadable {
+                anyhow::bail!(
+                    "secrets.{}{at}: not run ({}): {} `{}` holds {why}, so what it runs cannot be told from outside every root recorded in {} (the nearest: {}, {}), where tokens' sandboxes may have written, and it would run as you; name the program and the files it is given by absolute paths (or `~`, `$HOME`), without a `cd` or a variable the program is not given",
+                    refusal.secret,
+                    refusal.code(),
+                    refusal.what,
+                    refusal.path.display(),
+                    records.join(" and "),
+                    root.path.display(),
+                    root.kind.describe(),
+                );
+            }
             anyhow::bail!(
                 "secrets.{}{at}: not run ({}): {} {} lies under {}, {}, where tokens' sandboxes may have written it, and it would run as you; keep secret programs, their interpreters and the files they are given outside every root recorded in {}",
                 refusal.secret,

@@ -297,3 +297,124 @@ fn a_command_line_with_its_own_state_but_the_daemons_profiles_refuses_the_progra
     let place = format!("{}:4:3", host.profile_file("p").display());
     assert_refused(&host, &out, Some(&place));
 }
+
+/// A script that touches `host.marker`, planted at `path` (as a token's
+/// committed file would be).
+fn plant(host: &Host, path: &std::path::Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        path,
+        format!("#!/bin/sh\ntouch {}\necho tok-abc\n", host.marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Outside review 24, F8. Before: a daemon's root under the owner's home
+/// (`~/proj`) held a secret's program to the rule only when the owner
+/// wrote its absolute path; `sh -c $HOME/proj/get.sh`, `~/proj/get.sh`,
+/// `${HOME}`, `cd ~/proj && ./get.sh` were read as `/HOME/...`, `/~/...`
+/// and the script ran as the owner. Now every one is refused, by the
+/// same rule (`secret_program_writable`) or, when the shell line cannot
+/// be read for certain, `secret_program_unreadable_args`; no marker.
+#[test]
+fn a_secret_program_named_through_home_tilde_or_a_cd_in_a_shell_line_never_runs_from_a_root() {
+    if !egress_available() {
+        return;
+    }
+    let host = Host::new("cli-secret-home");
+    let p = host.dir.path();
+    let home = p.join("home").canonicalize().unwrap();
+    let root = home.join("proj");
+    plant(&host, &root.join("tools/get.sh"));
+    let d = Daemon::start_in(
+        None,
+        p,
+        true,
+        &["--workspace-root", root.to_str().unwrap()],
+        &[
+            ("XDG_CONFIG_HOME", host.config.as_path()),
+            ("HOME", home.as_path()),
+        ],
+    );
+    drop(d);
+    let writable = "secret_program_writable";
+    let unreadable = "secret_program_unreadable_args";
+    let refused = |what: &str, out: Output, code: &str| {
+        let said = stderr(&out);
+        assert!(
+            !host.marker_appeared(),
+            "`{what}` ran the root's script as the owner (status {:?}): {said}",
+            out.status.code()
+        );
+        assert!(!out.status.success(), "`{what}`: {said}");
+        assert!(said.contains(code), "`{what}` refused {code}: {said}");
+    };
+    // The command line's `cmd:` (words split at blanks).
+    for line in [
+        "sh -c $HOME/proj/tools/get.sh",
+        "sh -c ${HOME}/proj/tools/get.sh",
+        "sh -c ~/proj/tools/get.sh",
+    ] {
+        let secret = format!("T=cmd:{line}@example.com");
+        let out = host.owner(&["run", "--no-tty", "--secret", &secret, "--", "true"]);
+        refused(line, out, writable);
+    }
+    // A profile's `from_command` (read as one line of words too: a
+    // script with a blank in it does not reach the shell whole).
+    for (i, (script, code)) in [
+        ("exec;~/pro\"j\"/tools/get.sh", writable),
+        ("cd;proj/tools/get.sh", unreadable),
+        ("$PWD/get.sh", unreadable),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("p{i}");
+        host.profile(&name, &["/bin/sh", "-c", script]);
+        let out = host.owner(&["run", "--no-tty", "--profile", &name, "--", "true"]);
+        refused(script, out, code);
+    }
+    // Outside the root, the same spellings run.
+    let tools = home.join("bin/get-token");
+    plant(&host, &tools);
+    let out = host.owner(&[
+        "run",
+        "--no-tty",
+        "--secret",
+        "T=cmd:sh -c $HOME/bin/get-token@example.com",
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(host.marker.exists(), "the owner's program ran");
+}
+
+/// Outside review 24, F10. Before: a daemon started while its
+/// catalogue's directory did not exist recorded its roots only in its
+/// own state, silently; a command line of another state directory that
+/// later read a profile made there ran a program under the root. Now the
+/// daemon makes the directory (owner-only) and records there.
+#[test]
+fn a_daemon_started_before_its_catalogues_directory_exists_still_records_its_roots_there() {
+    if !egress_available() {
+        return;
+    }
+    let host = Host::new("cli-secret-late-config");
+    warden_workspace::fsutil::remove_tree(&host.config).unwrap();
+    let d = host.daemon();
+    drop(d);
+    let dir = host.config.join("warden");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700, "made owner-only");
+    let record = std::fs::read_to_string(dir.join("daemon-roots")).unwrap();
+    assert!(record.contains(host.root.to_str().unwrap()), "{record}");
+    std::fs::create_dir_all(dir.join("profiles")).unwrap();
+    let prog = host.root.join("proj/get.sh");
+    plant(&host, &prog);
+    host.profile("p", &[prog.to_str().unwrap()]);
+    let own = host.dir.path().join("terminal-state");
+    let out = host.owner_in(&own, &["run", "--profile", "p", "--", "true"]);
+    assert_refused(&host, &out, None);
+}
