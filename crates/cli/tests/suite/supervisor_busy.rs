@@ -329,7 +329,8 @@ fn mcps_commands_past_the_supervisors_bound_are_tool_errors_saying_what_to_do() 
                 .await,
             );
             // Before: "failed (internal): the supervisor refused: ...".
-            assert!(text.contains("(too_many_sessions)"), "{text}");
+            // The code, and the reason below it.
+            assert!(text.contains("(too_many_sessions, busy)"), "{text}");
             assert!(
                 text.contains("runs as many commands as it serves at once"),
                 "{text}"
