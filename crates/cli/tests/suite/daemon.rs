@@ -985,7 +985,10 @@ fn the_cli_drives_a_daemon_through_host() {
     let diff = ok(&host(&["diff", "box"], b""));
     assert!(diff.contains(" f\n") && diff.contains(".envrc"), "{diff}");
     assert!(diff.contains("! "), "the .envrc is not flagged: {diff}");
-    assert!(diff.contains("+curl x | sh"), "its content is not shown: {diff}");
+    assert!(
+        diff.contains("+curl x | sh"),
+        "its content is not shown: {diff}"
+    );
     let out = host(&["commit", "box"], b"");
     assert_eq!(code(&out), 125, "{}", stdout(&out));
     assert!(stderr(&out).contains("flagged"), "{}", stderr(&out));
