@@ -341,7 +341,13 @@ fn revoking_the_token_ends_its_open_terminal() {
         // Within a few seconds the terminal says why and closes.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
         while !seen.closed && tokio::time::Instant::now() < deadline {
-            let _ = type_in_quietly(&mut ws, "echo after-$((6*7))\n").await;
+            // A write the daemon no longer takes is no answer either: the
+            // loop goes on to its deadline, never waits on it for good.
+            let _ = tokio::time::timeout(
+                Duration::from_millis(500),
+                type_in_quietly(&mut ws, "echo after-$((6*7))\n"),
+            )
+            .await;
             let m = tokio::time::timeout(Duration::from_millis(500), ws.next()).await;
             match m {
                 Ok(Some(Ok(Message::Binary(b)))) => seen.output.extend_from_slice(&b),

@@ -98,7 +98,7 @@ for a in "$@"; do case "$a" in
   source=*) share="${{a#source=}}"; who=fsd;;
   local,id=b0,path=*) p="${{a#local,id=b0,path=}}"; share="${{p%%,*}}/"; who=vmm;;
 esac; done
-[ -n "$share" ] || {{ sleep {seconds}; exit 3; }}
+[ -n "$share" ] || {{ sleep 7; exit 3; }}
 exec /usr/bin/python3 -c '
 import os, sys, time
 share, who, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -106,8 +106,9 @@ p = os.path.join(share, "loop-" + who)
 open(p, "w").close()
 open(os.path.join(share, "started-" + who), "w").close()
 end = time.monotonic() + seconds
+stop = os.path.join(share, "stop")
 n = 0
-while time.monotonic() < end:
+while time.monotonic() < end and not os.path.exists(stop):
     for _ in range(50):
         os.chmod(p, 0o644)
         os.chmod(p, 0o600)
@@ -148,7 +149,9 @@ fn a_vm_sandboxs_file_servers_cannot_make_its_judge_spend_more_than_its_cpu_limi
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let helper = dir.path().join("looping-helper");
-    let seconds = 7;
+    // Each loops until told to stop (or a minute passes): under load one
+    // may start seconds before the other, and must not end first.
+    let seconds = 60;
     looping_helper(&helper, seconds);
     let mut child = Command::new(warden_bin())
         .args(["run", "--isolation", "vm", "--no-tty", "--cpus", "0.05"])
@@ -173,9 +176,12 @@ fn a_vm_sandboxs_file_servers_cannot_make_its_judge_spend_more_than_its_cpu_limi
     let measured = judged_over(
         &mut child,
         &started,
-        Duration::from_secs(20),
+        Duration::from_secs(40),
         Duration::from_secs(4),
     );
+    for share in [&ws, &rw] {
+        std::fs::write(share.join("stop"), "").unwrap();
+    }
     let o = child.wait_with_output().unwrap();
     let out = format!("{}\n{}", stdout(&o), stderr(&o));
     let Some((used, wall)) = measured else {
