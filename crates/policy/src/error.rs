@@ -112,6 +112,8 @@ pub enum Problem {
     BadSecret { entry: String, why: String },
     #[error("secret `{name}`: its program {program:?} is a relative path, which would mean whatever directory warden was started from; name it by its absolute path (outside any directory a sandbox may write), or by a bare name found on the fixed search path secret programs run with")]
     RelativeSecretProgram { name: String, program: String },
+    #[error("{entry:?}: its program and arguments cannot be split into words (a quote is left open, or a backslash ends the text); close the quote, e.g. cmd:sh -c 'pass show x'")]
+    UnsplitSecretProgram { entry: String },
     #[error(
         "{entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\""
     )]
@@ -210,6 +212,7 @@ impl Problem {
             Problem::EgressWithoutDomains => "egress_without_domains",
             Problem::BadSecret { .. } => "bad_secret",
             Problem::RelativeSecretProgram { .. } => "relative_secret_program",
+            Problem::UnsplitSecretProgram { .. } => "unsplit_secret_program",
             Problem::BadSecretRule { .. } => "bad_secret_rule",
             Problem::BadRequestRule(_) => "bad_request_rule",
             Problem::DuplicateSecret(_) => "duplicate_secret",
@@ -248,6 +251,7 @@ impl Problem {
             | Problem::SecretPassed(s)
             | Problem::SecretSet(s)
             | Problem::BadSecret { entry: s, .. }
+            | Problem::UnsplitSecretProgram { entry: s }
             | Problem::BadSecretRule { entry: s, .. }
             | Problem::BadGlob { entry: s, .. }
             | Problem::BadVolume { entry: s, .. }

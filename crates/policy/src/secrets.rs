@@ -40,7 +40,7 @@ pub enum SecretSource {
     /// The contents of this file (one trailing newline dropped).
     File(PathBuf),
     /// The output of this program and arguments, run without a shell (one
-    /// trailing newline dropped).
+    /// trailing newline dropped): the program's argv, element for element.
     Command(Vec<String>),
 }
 
@@ -76,7 +76,14 @@ impl SecretSpec {
                     }
                     SecretSource::File(path)
                 } else if let Some(cmd) = spec.strip_prefix("cmd:") {
-                    let argv: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+                    // Split as a POSIX shell splits words (quotes and
+                    // backslashes), so `sh -c 'pass show x'` is three
+                    // arguments; no shell runs and nothing is expanded.
+                    let Some(argv) = shlex::split(cmd) else {
+                        return Err(Field::Secret.invalid(Problem::UnsplitSecretProgram {
+                            entry: entry.to_string(),
+                        }));
+                    };
                     if argv.is_empty() {
                         return Err(bad("cmd: names no program".into()));
                     }
@@ -302,6 +309,32 @@ mod tests {
             s.source,
             SecretSource::Command(vec!["pass".into(), "show".into(), "api/token".into()])
         );
+    }
+
+    #[test]
+    fn a_secret_programs_line_is_split_into_words_as_a_shell_splits_them() {
+        for (line, want) in [
+            ("sh -c 'pass show x'", &["sh", "-c", "pass show x"][..]),
+            (r#"sh -c "pass show x""#, &["sh", "-c", "pass show x"]),
+            (r"pass show my\ key", &["pass", "show", "my key"]),
+            (r#"printf '%s' "a'b" ''"#, &["printf", "%s", "a'b", ""]),
+            ("echo 'x@y'", &["echo", "x@y"]),
+        ] {
+            let s = SecretSpec::parse(&format!("T=cmd:{line}@a.test")).unwrap();
+            assert_eq!(
+                s.source,
+                SecretSource::Command(want.iter().map(|w| w.to_string()).collect()),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_secret_programs_line_with_an_open_quote_is_refused() {
+        for line in ["sh -c 'pass show x", r#"sh -c "pass"#, r"pass show x\"] {
+            let e = SecretSpec::parse(&format!("T=cmd:{line}@a.test")).unwrap_err();
+            assert_eq!(e.problem().code(), "unsplit_secret_program", "{line}");
+        }
     }
 
     #[test]

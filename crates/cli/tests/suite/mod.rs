@@ -103,6 +103,7 @@ mod review_cost;
 mod review_unshown;
 mod rootless_limits;
 mod second_week;
+mod secret_argv;
 mod secret_program_roots;
 mod secret_programs;
 mod secrets;

@@ -119,9 +119,13 @@ fn secret(name: &Placed<String>, entry: &Placed<Node>, how: &Reading, out: &mut 
                 }
             },
             "from_command" => match scalar(Field::Secret, Kind::Argv, v, how, out) {
-                Some(Val::Argv(argv)) => {
-                    sources.push(("from_command", &v.place, format!("cmd:{}", argv.join(" "))))
-                }
+                Some(Val::Argv(argv)) => match command_line(&argv) {
+                    Some(line) => sources.push(("from_command", &v.place, line)),
+                    None => {
+                        bad(Field::Secret, &v.place, NUL_ARGUMENT.into(), out);
+                        broken = true;
+                    }
+                },
                 _ => broken = true,
             },
             "hosts" => match &v.value {
@@ -186,4 +190,17 @@ fn secret(name: &Placed<String>, entry: &Placed<Node>, how: &Reading, out: &mut 
         Val::Text(format!("{source}@{}", hosts.join(","))),
         (how.origin)(&name.place),
     );
+}
+
+const NUL_ARGUMENT: &str =
+    "an argument of the program holds a NUL byte, which no program can be given";
+
+/// A `from_command` list as the layer keeps it: one `cmd:` line quoted as
+/// a shell would quote it, which the resolver splits back element for
+/// element (`[sh, -c, "pass show x"]` stays three arguments, never
+/// `sh -c pass show x`). `None` when an argument holds a NUL byte.
+fn command_line(argv: &[String]) -> Option<String> {
+    shlex::try_join(argv.iter().map(String::as_str))
+        .ok()
+        .map(|line| format!("cmd:{line}"))
 }
