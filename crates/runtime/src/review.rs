@@ -81,26 +81,45 @@ pub fn runs_on_host(sb: &Sandbox) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Where the host's own git config (system, global) sends git for hooks
-/// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
-/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`,
-/// as the binary read those variables (`warden_jail::settings`).
-pub fn host_git_hooks() -> Vec<String> {
+/// The host's own git config files (system, global) git reads in every
+/// repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config` (or
+/// `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`, as
+/// the binary read those variables (`warden_jail::settings`); and the
+/// home that expands `~/` in them.
+fn host_git_configs() -> (Vec<PathBuf>, Option<PathBuf>) {
     let host = warden_jail::settings::Settings::current();
-    let home = host.home.as_ref();
+    let home = host.home.clone();
     let mut configs = vec![PathBuf::from("/etc/gitconfig")];
     if let Some(global) = &host.git_config_global {
         configs.push(global.clone());
     } else {
         match &host.config_home {
             Some(x) => configs.push(x.join("git/config")),
-            None => configs.extend(home.map(|h| h.join(".config/git/config"))),
+            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
         }
-        configs.extend(home.map(|h| h.join(".gitconfig")));
+        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
     }
+    (configs, home)
+}
+
+/// Where the host's own git config (system, global) sends git for hooks
+/// in every repository.
+pub fn host_git_hooks() -> Vec<String> {
+    let (configs, home) = host_git_configs();
     configs
         .iter()
-        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.map(PathBuf::as_path)))
+        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
+        .collect()
+}
+
+/// The files the host's own git config (system, global) includes, to
+/// git's depth: git reads them as config in every repository, so one in
+/// a workspace is flagged `git-config`.
+pub fn host_git_includes() -> Vec<PathBuf> {
+    let (configs, home) = host_git_configs();
+    configs
+        .iter()
+        .flat_map(|c| warden_workspace::host_config_includes(c, home.as_deref()))
         .collect()
 }
 
@@ -114,6 +133,7 @@ pub fn diff_options(sb: &Sandbox, paths: Vec<PathBuf>, content: bool) -> DiffOpt
         allowed: None,
         runs_on_host: runs_on_host(sb),
         host_hooks_paths: host_git_hooks(),
+        host_git_includes: host_git_includes(),
     }
 }
 
@@ -247,6 +267,7 @@ pub fn commit(
             reviewers: reviewers.to_vec(),
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
+            host_git_includes: host_git_includes(),
             include_ignored,
         },
         &mut |_| Decision::Apply,

@@ -72,6 +72,9 @@ pub struct CommitOptions {
     /// `core.hooksPath` values of the host's own git config, as for a
     /// diff ([`DiffOptions::host_hooks_paths`]).
     pub host_hooks_paths: Vec<String>,
+    /// Host paths the host's own git config includes, as for a diff
+    /// ([`DiffOptions::host_git_includes`]).
+    pub host_git_includes: Vec<PathBuf>,
     /// Offer changes the workspace's own ignore files ignore too
     /// ([`Change::ignored`]); without it they are left in the layer and
     /// counted in [`CommitReport::ignored`].
@@ -200,6 +203,7 @@ impl Locked<'_> {
                 .cloned()
                 .collect(),
             host_hooks_paths: opts.host_hooks_paths.clone(),
+            host_git_includes: opts.host_git_includes.clone(),
         };
         let plain = meta.layout == Layout::Copy;
         // The real workspace, opened and checked once: what the commit
@@ -697,6 +701,7 @@ fn clean_upper(upper: &Path, workspace: &Path, real: &crate::beneath::Tree, appl
             allowed: None,
             runs_on_host: Vec::new(),
             host_hooks_paths: Vec::new(),
+            host_git_includes: Vec::new(),
         };
         if diff::diff_real(upper, workspace, real, &opts, false).is_ok_and(|left| left.is_empty()) {
             if let Ok((parent, name)) = layer.parent(&dir) {

@@ -90,6 +90,10 @@ pub struct DiffOptions {
     /// [`crate::host_hooks_paths`]): git looks for hooks there in every
     /// repository, so a change there is flagged `git-hook`.
     pub host_hooks_paths: Vec<String>,
+    /// Host paths the host's own git config includes (see
+    /// [`crate::host_config_includes`]): one in the workspace, and the
+    /// work-tree files it includes, are flagged `git-config`.
+    pub host_git_includes: Vec<PathBuf>,
 }
 
 impl Default for DiffOptions {
@@ -102,6 +106,7 @@ impl Default for DiffOptions {
             allowed: None,
             runs_on_host: Vec::new(),
             host_hooks_paths: Vec::new(),
+            host_git_includes: Vec::new(),
         }
     }
 }
@@ -272,6 +277,7 @@ fn finish(
         overlay,
         runs_on_host: &runs_on_host,
         host_hooks: &opts.host_hooks_paths,
+        host_includes: &opts.host_git_includes,
     };
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
     // What the real workspace's own ignore files leave out (a flagged

@@ -47,20 +47,59 @@ pub(crate) struct Repos<'a> {
     /// `core.hooksPath` values of the host's own git config (global,
     /// system): they apply to every repository.
     host_hooks: &'a [String],
+    /// Host paths the host's own git config (global, system) includes
+    /// (see [`host_config_includes`]): git reads them in every repository.
+    host_includes: &'a [PathBuf],
     git_dirs: HashMap<PathBuf, bool>,
     hooks: HashMap<PathBuf, Vec<PathBuf>>,
     included: HashMap<PathBuf, Vec<PathBuf>>,
+    host_included: Option<Vec<PathBuf>>,
 }
 
 impl<'a> Repos<'a> {
-    pub(crate) fn new(view: View<'a>, host_hooks: &'a [String]) -> Repos<'a> {
+    pub(crate) fn new(
+        view: View<'a>,
+        host_hooks: &'a [String],
+        host_includes: &'a [PathBuf],
+    ) -> Repos<'a> {
         Repos {
             view,
             host_hooks,
+            host_includes,
             git_dirs: HashMap::new(),
             hooks: HashMap::new(),
             included: HashMap::new(),
+            host_included: None,
         }
+    }
+
+    /// The work-tree files the host's own git config includes, as
+    /// workspace paths (named and where links on the way lead), and the
+    /// work-tree files those include in turn, as this view has them: git
+    /// reads each as config in every repository, this one included.
+    pub(crate) fn host_included(&mut self) -> Vec<PathBuf> {
+        if let Some(known) = &self.host_included {
+            return known.clone();
+        }
+        let mut out = Vec::new();
+        for abs in self.host_includes {
+            let Ok(rel) = abs.strip_prefix(self.view.workspace) else {
+                continue;
+            };
+            let Some(named) = fold(rel) else { continue };
+            if named.as_os_str().is_empty() {
+                continue;
+            }
+            if let Resolved::Inside(p) = self.view.walk(Path::new(""), &named, true).end {
+                out.push(p);
+            }
+            self.includes(&named, 1, &mut out);
+            out.push(named);
+        }
+        out.sort();
+        out.dedup();
+        self.host_included = Some(out.clone());
+        out
     }
 
     /// Whether the directory `dir` (relative) is a git directory, or a
@@ -360,6 +399,74 @@ pub fn host_hooks_paths(config: &Path, home: Option<&Path>) -> Vec<String> {
     let mut out = Vec::new();
     walk(config, home, 0, &mut out);
     out
+}
+
+/// Every file the host's git config file `config` (global or system)
+/// includes (`include.path`, `includeIf.*.path` whatever its condition),
+/// and the files those include, to git's depth: as host paths, `~/`
+/// expanded with `home` and a relative path taken against the including
+/// file's directory, as git does; each both as named (`.` and `..`
+/// folded) and, when its directory exists, with links resolved. A front
+/// door reads these and hands them to a diff
+/// ([`crate::DiffOptions::host_git_includes`]): one that lies in the
+/// workspace is a file the sandbox can write and git obeys as config.
+pub fn host_config_includes(config: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    fn walk(path: &Path, home: Option<&Path>, depth: usize, out: &mut Vec<PathBuf>) {
+        if depth >= INCLUDE_DEPTH {
+            return;
+        }
+        let Some(text) = read_limited(path) else {
+            return;
+        };
+        for (sec, k, value) in parse_config(&text) {
+            let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
+            if !include {
+                continue;
+            }
+            let inc = match (value.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                (Some(_), None) => continue,
+                (None, _) if value.starts_with('~') => continue,
+                (None, _) => path.parent().unwrap_or(Path::new("/")).join(&value),
+            };
+            let Some(inc) = fold_absolute(&inc) else {
+                continue;
+            };
+            if let (Some(dir), Some(name)) = (inc.parent(), inc.file_name()) {
+                if let Ok(real) = std::fs::canonicalize(dir) {
+                    let real = real.join(name);
+                    if real != inc {
+                        out.push(real);
+                    }
+                }
+            }
+            out.push(inc.clone());
+            walk(&inc, home, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(config, home, 0, &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// An absolute `path` with `.` and `..` folded lexically; `None` when it
+/// is not absolute.
+fn fold_absolute(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            std::path::Component::RootDir => {}
+            std::path::Component::Normal(n) => out.push(n),
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            std::path::Component::Prefix(_) => return None,
+        }
+    }
+    path.is_absolute().then_some(out)
 }
 
 /// A host git config file of the owner's (global or system, or a file it

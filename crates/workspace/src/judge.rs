@@ -48,6 +48,8 @@ pub(crate) struct Trees<'a> {
     pub(crate) runs_on_host: &'a [glob::Pattern],
     /// `core.hooksPath` values of the host's own git config.
     pub(crate) host_hooks: &'a [String],
+    /// Host paths the host's own git config includes.
+    pub(crate) host_includes: &'a [PathBuf],
 }
 
 fn flag(rule: &'static str, reason: String) -> Flag {
@@ -77,8 +79,8 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     let after = View::merged(&upper, lower, t.overlay, t.lower);
     let before = View::real(lower, t.lower);
     links(&after, &before, changes);
-    let mut repos_after = Repos::new(after, t.host_hooks);
-    let mut repos_before = Repos::new(before, t.host_hooks);
+    let mut repos_after = Repos::new(after, t.host_hooks, t.host_includes);
+    let mut repos_before = Repos::new(before, t.host_hooks, t.host_includes);
     for c in changes.iter_mut() {
         let mut found = Vec::new();
         git(&mut repos_after, &mut repos_before, c, &mut found);
@@ -285,7 +287,19 @@ fn hooks(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Ve
 /// (`include.path`, `includeIf.*.path`, at any depth): git reads it as its
 /// own config, so it can name programs git runs (core.fsmonitor at the
 /// next `git status`, core.sshCommand, filters) like `.git/config` itself.
+/// A file the host's own git config (global, system) includes, directly
+/// or through work-tree files, is the same: git reads it in every
+/// repository.
 fn included(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Vec<Flag>) {
+    let mut host = after.host_included();
+    host.extend(before.host_included());
+    if c.paths().any(|p| host.iter().any(|f| f == p)) {
+        out.push(flag(
+            "git-config",
+            "the host's own git config (global or system) includes this file: git obeys it as config in every repository, and it can name programs git runs (core.fsmonitor, core.sshCommand, filters)".to_string(),
+        ));
+        return;
+    }
     for path in c.paths() {
         for top in path.ancestors().skip(1) {
             let mut files = after.included_configs(top);

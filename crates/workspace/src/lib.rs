@@ -57,7 +57,7 @@ pub use diff::{
     Entry, EntryKind,
 };
 pub use flags::Flag;
-pub use git::host_hooks_paths;
+pub use git::{host_config_includes, host_hooks_paths};
 pub use layer::{LayerError, SnapshotInfo, MAX_SNAPSHOTS};
 pub use listing::{left_out_line, Listing};
 pub use overlay::{MountOptions, OverlayError};

@@ -237,7 +237,7 @@ pub(crate) use warden_workspace::printable;
 // `run --overlay` sandbox keeps them in its metadata, which the library
 // reads itself), and the host's own git hooks paths: one rule for every
 // front door.
-use warden_runtime::review::{host_git_hooks, runs_on_host};
+use warden_runtime::review::{host_git_hooks, host_git_includes, runs_on_host};
 
 /// Whether the sandbox still runs (its supervisor is alive, or a `warden
 /// run` holds its lock): its layer can still change.
@@ -316,6 +316,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         allowed: None,
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
+        host_git_includes: host_git_includes(),
     };
     let mut found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(&sb, &mut found, &owners_files(store));
@@ -452,6 +453,7 @@ fn preview(
             allowed: None,
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
+            host_git_includes: host_git_includes(),
         })
         .map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(sb, &mut changes, &owners_files(store));
@@ -548,6 +550,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             reviewers: vec![warden_workspace::review::OWNER.to_string()],
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
+            host_git_includes: host_git_includes(),
             include_ignored: args.ignored,
         },
         &mut decide,
@@ -667,6 +670,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
             allowed: None,
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
+            host_git_includes: host_git_includes(),
         })
         .map_err(|e| review_failed(name, e))?;
     if pending.is_empty() {
