@@ -350,19 +350,22 @@ fn a_secret_program_named_through_home_tilde_or_a_cd_in_a_shell_line_never_runs_
         assert!(!out.status.success(), "`{what}`: {said}");
         assert!(said.contains(code), "`{what}` refused {code}: {said}");
     };
-    // The command line's `cmd:` (words split at blanks).
+    // The command line's `cmd:` (words split as a shell splits them: a
+    // quoted script with blanks is the shell's whole script).
     for line in [
         "sh -c $HOME/proj/tools/get.sh",
         "sh -c ${HOME}/proj/tools/get.sh",
         "sh -c ~/proj/tools/get.sh",
+        "sh -c 'true; exec ~/proj/tools/get.sh'",
     ] {
         let secret = format!("T=cmd:{line}@example.com");
         let out = host.owner(&["run", "--no-tty", "--secret", &secret, "--", "true"]);
         refused(line, out, writable);
     }
-    // A profile's `from_command` (read as one line of words too: a
-    // script with a blank in it does not reach the shell whole).
+    // A profile's `from_command` (each element one argument: a script
+    // with a blank in it reaches the shell, and the rule, whole).
     for (i, (script, code)) in [
+        ("true; exec ~/proj/tools/get.sh", writable),
         ("exec;~/pro\"j\"/tools/get.sh", writable),
         ("cd;proj/tools/get.sh", unreadable),
         ("$PWD/get.sh", unreadable),
