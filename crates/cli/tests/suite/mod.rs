@@ -51,6 +51,7 @@ mod fork_disk_quota;
 mod fork_quota;
 mod fresh_machine;
 mod frictions;
+mod global_git_include;
 mod gvisor;
 mod gvisor_disk;
 mod gvisor_leftovers;
