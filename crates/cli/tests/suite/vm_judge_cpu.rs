@@ -113,8 +113,12 @@ while time.monotonic() < end and not os.path.exists(stop):
         os.chmod(p, 0o644)
         os.chmod(p, 0o600)
     n += 50
-with open(os.path.join(share, "calls-" + who), "w") as f:
-    f.write(str(n))
+    # Kept as it goes: the run ends when either server does, and the
+    # other may be stopped before its loop ends.
+    calls = os.path.join(share, "calls-" + who)
+    with open(calls + ".new", "w") as f:
+        f.write(str(n))
+    os.rename(calls + ".new", calls)
 sys.exit(3)
 ' "$share" "$who" {seconds}
 "#
