@@ -9,6 +9,7 @@ pub mod grants;
 pub mod gvisor;
 pub mod mcp;
 pub mod owner;
+pub mod review;
 pub mod rfb;
 pub mod sockets;
 pub mod tcp;
