@@ -6,6 +6,7 @@
 //! work-tree files it includes in turn, are flagged `git-config` and a
 //! plain commit does not land them.
 
+use crate::common::review::rules_of;
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -24,30 +25,11 @@ fn warden_home(state: &Path, home: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// `warden diff NAME --json`: each change's path and its flags' rules.
+/// `warden diff NAME --json` under `home`: each change's path and its
+/// flags' rules.
 fn flag_rules(state: &Path, home: &Path, name: &str) -> Vec<(String, Vec<String>)> {
     let json = ok(&warden_home(state, home, &["diff", name, "--json"]));
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let rules = c["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["rule"].as_str().unwrap().to_string())
-                .collect();
-            (c["path"].as_str().unwrap().to_string(), rules)
-        })
-        .collect()
-}
-
-fn rules_of<'a>(all: &'a [(String, Vec<String>)], path: &str) -> &'a [String] {
-    &all.iter()
-        .find(|(p, _)| p == path)
-        .unwrap_or_else(|| panic!("no change for {path}: {all:?}"))
-        .1
+    crate::common::daemon::flag_rules(&serde_json::from_str(&json).unwrap())
 }
 
 #[test]
