@@ -618,9 +618,12 @@ fn downloading_scrubbed_text_cannot_starve_the_proxy_or_cost_more_than_plain_tex
             d.bytes
         );
         // A new connection waits up to 300 ms for its first bytes to be
-        // told apart (`SERVER_FIRST_WAIT`) even on an idle proxy.
+        // told apart (`SERVER_FIRST_WAIT`) even on an idle proxy. Starved
+        // threads would hold a probe for the rest of the download (seconds);
+        // a loaded two-core machine running other tests has been seen to
+        // delay one DNS answer by 0.4 s, which is not starvation.
         assert!(
-            d.worst_dns < 0.3 && d.worst_connect < 1.0,
+            d.worst_dns < 1.0 && d.worst_connect < 1.5,
             "{what}: while terminated connections downloaded, DNS took up to {:.2} s and a new connection up to {:.2} s",
             d.worst_dns,
             d.worst_connect
