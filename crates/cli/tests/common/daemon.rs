@@ -552,6 +552,28 @@ pub fn with_config(
     Some((state, d))
 }
 
+/// A daemon over TCP with the E2B door in `state`, whose tokens may keep
+/// `disk` of disk, and an owner's profile `small` (a template for E2B) of
+/// an 8M disk budget; its catalogue is `STATE/config`.
+pub fn with_small_template(state: &Path, disk: &str) -> Daemon {
+    let config = state.join("config");
+    std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
+    std::fs::write(
+        config.join("warden/profiles/small.yaml"),
+        "resources:\n  disk: 8M\n",
+    )
+    .unwrap();
+    let file = state.join("daemon.yaml");
+    std::fs::write(&file, format!("quotas:\n  disk: {disk}\n")).unwrap();
+    let e2b = format!("127.0.0.1:{}", free_port());
+    Daemon::start_with(
+        state,
+        true,
+        &["--config", file.to_str().unwrap(), "--e2b", &e2b],
+        &[("XDG_CONFIG_HOME", &config)],
+    )
+}
+
 /// A daemon over TCP in a new state directory `tag`; `None`, the reason
 /// printed, without curl.
 pub fn over_tcp(tag: &str) -> Option<(TempDir, Daemon)> {

@@ -6,31 +6,9 @@
 
 use crate::common::daemon::{
     api_token, call_on, calls_as, curl_available, e2b_calls_as, json, over_tcp, sandboxes_on_disk,
-    Daemon, WORKER_SCOPES,
+    with_small_template, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
-use std::path::Path;
-
-/// A daemon with the E2B door whose tokens may keep `disk` of disk, and
-/// an owner's profile `small` (a template for E2B) of an 8M disk budget.
-fn daemon_with_small_template(state: &Path, disk: &str) -> Daemon {
-    let config = state.join("config");
-    std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-    std::fs::write(
-        config.join("warden/profiles/small.yaml"),
-        "resources:\n  disk: 8M\n",
-    )
-    .unwrap();
-    let file = state.join("daemon.yaml");
-    std::fs::write(&file, format!("quotas:\n  disk: {disk}\n")).unwrap();
-    let e2b = format!("127.0.0.1:{}", free_port());
-    Daemon::start_with(
-        state,
-        true,
-        &["--config", file.to_str().unwrap(), "--e2b", &e2b],
-        &[("XDG_CONFIG_HOME", &config)],
-    )
-}
 
 /// Finding: a token's sandbox mounting an E2B volume, stopped and started
 /// over and over, grew the volume by its disk budget at each run, past
@@ -45,7 +23,7 @@ fn stop_and_start_cycles_do_not_grow_a_tokens_volume_past_its_disk_quota() {
         return skip("curl is not installed");
     }
     let state = TempDir::new("r12-volume");
-    let d = daemon_with_small_template(state.path(), "24M");
+    let d = with_small_template(state.path(), "24M");
     let token = api_token(&d, "grow", WORKER_SCOPES, None);
     let e2b = e2b_calls_as(&d, token.clone());
     let native = calls_as(&d, token.clone());

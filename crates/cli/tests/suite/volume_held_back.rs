@@ -8,7 +8,8 @@
 //! cache's directory is held back, the rest of the cache merges.
 
 use crate::common::daemon::{
-    api_token, call, calls_as, curl_available, e2b_calls_as, json, Daemon, WORKER_SCOPES,
+    api_token, call, calls_as, curl_available, e2b_calls_as, json, with_small_template,
+    WORKER_SCOPES,
 };
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -16,31 +17,10 @@ use std::path::{Path, PathBuf};
 /// What the owner's profile reads, in the token's volume.
 const OWNERS: &str = "description: the owner's settings, kept in a volume\n";
 
-/// A daemon with the E2B door whose tokens may keep `disk` of disk, and
-/// an owner's profile `small` (a template for E2B) of an 8M disk budget;
-/// its catalogue is `STATE/config`.
-fn daemon(state: &Path, disk: &str) -> Daemon {
-    let config = state.join("config");
-    std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-    std::fs::write(
-        config.join("warden/profiles/small.yaml"),
-        "resources:\n  disk: 8M\n",
-    )
-    .unwrap();
-    let file = state.join("daemon.yaml");
-    std::fs::write(&file, format!("quotas:\n  disk: {disk}\n")).unwrap();
-    let e2b = format!("127.0.0.1:{}", free_port());
-    Daemon::start_with(
-        state,
-        true,
-        &["--config", file.to_str().unwrap(), "--e2b", &e2b],
-        &[("XDG_CONFIG_HOME", &config)],
-    )
-}
-
-/// The directories under the state's `held-back/`.
-fn held_back(state: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(state.join("warden/held-back"))
+/// The directories under `held-back/` of warden's state directory `warden`
+/// (a daemon's is `STATE/warden`).
+fn held_back(warden: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(warden.join("held-back"))
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
 }
@@ -58,7 +38,7 @@ fn a_tokens_volumes_held_back_entries_count_against_its_quota_and_go_with_the_vo
         return skip("curl is not installed");
     }
     let state = TempDir::new("held-back-quota");
-    let d = daemon(state.path(), "12M");
+    let d = with_small_template(state.path(), "12M");
     let token = api_token(&d, "held", WORKER_SCOPES, None);
     let e2b = e2b_calls_as(&d, token.clone());
     let native = calls_as(&d, token.clone());
@@ -108,7 +88,7 @@ fn a_tokens_volumes_held_back_entries_count_against_its_quota_and_go_with_the_vo
         std::fs::read_to_string(data.join("note")).unwrap(),
         "mine\n"
     );
-    let kept = held_back(state.path());
+    let kept = held_back(&state.path().join("warden"));
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(
         std::fs::metadata(kept[0].join("base.yaml")).unwrap().len(),
@@ -123,9 +103,9 @@ fn a_tokens_volumes_held_back_entries_count_against_its_quota_and_go_with_the_vo
     let (s, b) = e2b("DELETE", &format!("/volumes/{vol_id}"), None);
     assert_eq!(s, 204, "{b}");
     assert!(
-        held_back(state.path()).is_empty(),
+        held_back(&state.path().join("warden")).is_empty(),
         "the volume is gone, what its merge held back stays: {:?}",
-        held_back(state.path())
+        held_back(&state.path().join("warden"))
     );
 }
 
@@ -142,6 +122,20 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The owner's settings written as `conf.yaml` beside the cache's file
+/// `first`, and a profile `own` in `profiles` that extends them: the
+/// cache's directory.
+fn owners_conf_beside(first: &Path, profiles: &Path) -> PathBuf {
+    let pip = first.parent().unwrap().canonicalize().unwrap();
+    std::fs::write(pip.join("conf.yaml"), OWNERS).unwrap();
+    std::fs::write(
+        profiles.join("own.yaml"),
+        format!("extends: [{}]\n", pip.join("conf.yaml").display()),
+    )
+    .unwrap();
+    pip
 }
 
 /// Finding: the owner's profile extends `conf.yaml` in pip's cache
@@ -187,13 +181,7 @@ fn a_caches_write_back_never_merges_over_a_file_the_owners_profile_extends() {
         .into_iter()
         .find(|p| p.ends_with("first"))
         .expect("the cache's write-back kept the first run's file");
-    let pip = first.parent().unwrap().canonicalize().unwrap();
-    std::fs::write(pip.join("conf.yaml"), OWNERS).unwrap();
-    std::fs::write(
-        profiles.join("own.yaml"),
-        format!("extends: [{}]\n", pip.join("conf.yaml").display()),
-    )
-    .unwrap();
+    let pip = owners_conf_beside(&first, &profiles);
     let out = run(
         "printf 'secrets:\\n  T:\\n    from_command: [/tmp/planted]\\n' > ~/.cache/pip/conf.yaml \
          && echo second > ~/.cache/pip/second",
@@ -209,9 +197,7 @@ fn a_caches_write_back_never_merges_over_a_file_the_owners_profile_extends() {
         std::fs::read_to_string(pip.join("second")).unwrap(),
         "second\n"
     );
-    let kept: Vec<PathBuf> = std::fs::read_dir(state.join("held-back"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let kept = held_back(&state);
     assert_eq!(kept.len(), 1, "{kept:?}: {e}");
     assert!(std::fs::read_to_string(kept[0].join("conf.yaml"))
         .unwrap()
@@ -234,7 +220,7 @@ fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
         return skip("curl is not installed");
     }
     let state = TempDir::new("held-back-token-cache");
-    let d = daemon(state.path(), "12M");
+    let d = with_small_template(state.path(), "12M");
     let profiles = state.path().join("config/warden/profiles");
     std::fs::write(
         profiles.join("cachy.yaml"),
@@ -268,13 +254,7 @@ fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
         .into_iter()
         .find(|p| p.ends_with("first"))
         .expect("the token's cache kept the first file");
-    let pip = first.parent().unwrap().canonicalize().unwrap();
-    std::fs::write(pip.join("conf.yaml"), OWNERS).unwrap();
-    std::fs::write(
-        profiles.join("own.yaml"),
-        format!("extends: [{}]\n", pip.join("conf.yaml").display()),
-    )
-    .unwrap();
+    let pip = owners_conf_beside(&first, &profiles);
     let (s, b) = native("POST", "/v1/sandboxes/tc/start", None);
     assert_eq!(s, 200, "{b}");
     exec("head -c 6000000 /dev/zero > ~/.cache/pip/conf.yaml");
@@ -283,7 +263,7 @@ fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
         std::fs::read_to_string(pip.join("conf.yaml")).unwrap(),
         OWNERS
     );
-    let kept = held_back(state.path());
+    let kept = held_back(&state.path().join("warden"));
     assert_eq!(kept.len(), 1, "{kept:?}");
     let (s, b) = native("POST", "/v1/sandboxes/tc/start", None);
     assert_eq!(
@@ -301,8 +281,8 @@ fn what_a_tokens_cache_held_back_counts_against_its_disk_quota() {
     let token_caches = pip.ancestors().nth(3).unwrap();
     assert!(!token_caches.exists(), "{}", token_caches.display());
     assert!(
-        held_back(state.path()).is_empty(),
+        held_back(&state.path().join("warden")).is_empty(),
         "the token's caches are gone, what their write-back held back stays: {:?}",
-        held_back(state.path())
+        held_back(&state.path().join("warden"))
     );
 }
