@@ -1,11 +1,35 @@
 //! Plain TCP on the host's loopback for egress tests: a server that
-//! records what each connection sent (and one that then holds it open), and the Python a sandbox sends a
-//! real TLS ClientHello with.
+//! records what each connection sent (and one that then holds it open),
+//! one that counts connections as they are accepted, and the Python a
+//! sandbox sends a real TLS ClientHello with.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A server on `addr` (`[::]:0`: every address of the host, dual stack)
+/// that counts each connection the moment it is accepted, reads what it
+/// sends for up to `wait`, answers `reply` and closes it: its port and the
+/// count, which a test may also set back to zero.
+pub fn counting(addr: &str, reply: &'static [u8], wait: Duration) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind(addr).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            s.fetch_add(1, Ordering::SeqCst);
+            conn.set_read_timeout(Some(wait)).unwrap();
+            let mut buf = vec![0u8; 65536];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(reply);
+        }
+    });
+    (port, seen)
+}
 
 /// A TCP server on 127.0.0.1 that records what each connection sent and
 /// answers with `reply`.

@@ -7,8 +7,7 @@
 //! addresses are exactly the ones the attack wants.
 
 use crate::common::*;
-use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,20 +16,7 @@ use std::time::Duration;
 /// A listener on every address of the host, IPv4 and IPv6 (`[::]`, dual
 /// stack): returns its port and how many connections reached it.
 fn listener_everywhere() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("[::]:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let s = seen.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            s.fetch_add(1, Ordering::SeqCst);
-            conn.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-            let _ = conn.read(&mut [0u8; 64]);
-        }
-    });
-    (port, seen)
+    tcp::counting("[::]:0", b"", Duration::from_millis(200))
 }
 
 /// The host's own IPv4 and IPv6 addresses, loopback and link-local left out.

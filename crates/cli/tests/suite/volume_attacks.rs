@@ -17,22 +17,7 @@ use std::time::{Duration, Instant};
 /// A server on 127.0.0.1 that reads what each connection sends, answers
 /// `reply` and closes; returns its port and how many connections it saw.
 fn echo_server(reply: &'static [u8]) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let s = seen.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            s.fetch_add(1, Ordering::SeqCst);
-            conn.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
-            let mut buf = vec![0u8; 65536];
-            let _ = conn.read(&mut buf);
-            let _ = conn.write_all(reply);
-        }
-    });
-    (port, seen)
+    tcp::counting("127.0.0.1:0", reply, Duration::from_millis(500))
 }
 
 /// The records of an audit log that `warden audit verify` calls intact.
