@@ -171,18 +171,14 @@ fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget
 #[test]
 fn a_tokens_audit_logs_count_against_its_disk_quota() {
     use crate::common::daemon::*;
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("audit-quota");
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, "quotas:\n  sandboxes: 4\n  disk: 300M\n").unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
+    let Some((_state, d)) = with_config(
+        "audit-quota",
+        "quotas:\n  sandboxes: 4\n  disk: 300M\n",
         &[],
-    );
+        &[],
+    ) else {
+        return;
+    };
     let token = api_token(&d, "q", &["sandboxes:read", "sandboxes:write"], None);
     let create = |name: &str| {
         let body =

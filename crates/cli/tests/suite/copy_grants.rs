@@ -8,7 +8,8 @@
 //! from before it is made, so a create at the same moment counts it.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, slow_to_copy, worker, Daemon, WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, slow_to_copy, with_config, worker, Daemon,
+    WORKER_SCOPES,
 };
 use crate::common::grants::{profile_without_bind, stdout_of, TeamData};
 use crate::common::*;
@@ -119,21 +120,13 @@ fn counted(budgets: u64, snapshot: u64) -> u64 {
 /// holds at the end is within its quota.
 #[test]
 fn a_snapshot_and_creates_at_once_never_hold_more_than_the_tokens_disk_quota() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
     const MB: u64 = 1_000_000;
     const QUOTA: u64 = 300 * 1024 * 1024;
     const BUDGET: u64 = 64 * 1024 * 1024;
-    let state = TempDir::new("snap-quota-race");
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, "quotas:\n  disk: 300M\n").unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[],
-    );
+    let Some((_state, d)) = with_config("snap-quota-race", "quotas:\n  disk: 300M\n", &[], &[])
+    else {
+        return;
+    };
     let t = worker(&d, "q");
     // A layer whose copy takes a while: many small files and 58 MB.
     slow_to_copy(&t, "src", "64M", 58);

@@ -260,18 +260,11 @@ fn a_name_the_owner_allowed_is_served_and_no_other() {
 
 #[test]
 fn the_configuration_file_allows_a_name_and_everything_under_it() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("hosts-config");
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, "allowed_hosts: [.corp.example]\n").unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[],
-    );
+    let Some((_state, d)) =
+        with_config("hosts-config", "allowed_hosts: [.corp.example]\n", &[], &[])
+    else {
+        return;
+    };
     let api = d.tcp.clone().unwrap();
     for host in ["corp.example", "dev.corp.example"] {
         let (s, _, b) = as_name(&api, host, "GET", "/v1/health", &[], None);

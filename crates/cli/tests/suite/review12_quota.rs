@@ -6,7 +6,7 @@
 
 use crate::common::daemon::{
     api_token, call_on, calls_as, curl_available, e2b_calls_as, json, over_tcp, sandboxes_on_disk,
-    with_small_template, Daemon, WORKER_SCOPES,
+    with_config, with_small_template, WORKER_SCOPES,
 };
 use crate::common::*;
 
@@ -194,18 +194,9 @@ fn a_tokens_create_asking_more_processes_or_open_files_than_the_default_is_refus
 /// pointer.
 #[test]
 fn a_tokens_processes_together_are_held_to_its_pids_quota() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("r12-pids-sum");
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, "quotas:\n  pids: 1500\n").unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[],
-    );
+    let Some((_state, d)) = with_config("r12-pids-sum", "quotas:\n  pids: 1500\n", &[], &[]) else {
+        return;
+    };
     let token = api_token(&d, "sum", WORKER_SCOPES, None);
     let t = |body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&token));
     let (s, b) = t(r#"{"name":"one","start":false}"#);

@@ -7,8 +7,8 @@
 //! socket, a tree deeper than PATH_MAX) is answered, never with a 500.
 
 use crate::common::daemon::{
-    api_token, call_on, calls_as, curl_available, json, over_tcp, slow_to_copy, worker, Daemon,
-    WORKER_SCOPES,
+    api_token, call_on, calls_as, curl_available, json, over_tcp, slow_to_copy, with_config,
+    worker, Daemon, WORKER_SCOPES,
 };
 use crate::common::*;
 
@@ -231,18 +231,9 @@ fn a_snapshot_name_is_per_owner_and_another_owners_is_neither_told_nor_in_the_wa
 /// is a sandbox made from one, and a refused one leaves nothing.
 #[test]
 fn a_tokens_snapshots_and_their_copies_are_held_to_its_disk_quota_before_they_are_made() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("snap-quota");
-    let file = state.path().join("daemon.yaml");
-    std::fs::write(&file, "quotas:\n  disk: 250M\n").unwrap();
-    let d = Daemon::start_with(
-        state.path(),
-        true,
-        &["--config", file.to_str().unwrap()],
-        &[],
-    );
+    let Some((state, d)) = with_config("snap-quota", "quotas:\n  disk: 250M\n", &[], &[]) else {
+        return;
+    };
     let t = worker(&d, "q");
     let (s, b) = t(
         "POST",
