@@ -242,10 +242,27 @@ pub(super) fn find_at(sought: &[u8], text: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// The value every spelling below writes.
+    const V: &[u8] = b"sk/Live+tok:x=Q";
+
+    /// Each of `texts`, followed by more text, is found as a spelling of
+    /// [`V`] that ends where the text does.
+    fn found_whole(texts: &[&[u8]]) {
+        for text in texts {
+            let mut padded = text.to_vec();
+            padded.extend_from_slice(b" and more");
+            assert_eq!(
+                find_at(V, &padded),
+                Some(text.len()),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
     #[test]
     fn every_common_spelling_is_found_whole() {
-        let v = b"sk/Live+tok:x=Q";
-        for text in [
+        found_whole(&[
             &b"sk/Live+tok:x=Q"[..],
             b"SK/LIVE+TOK:X=Q",
             b"sk%2FLive%2btok%3Ax%3DQ",
@@ -254,18 +271,9 @@ mod tests {
             b"sk\\/Live\\u002btok\\u003Ax\\x3dQ",
             b"sk&#x2F;Live&#43;tok&colon;x&equals;Q",
             b"sk&sol;Live&plus;tok&#58;x&#x0003D;Q",
-        ] {
-            let mut padded = text.to_vec();
-            padded.extend_from_slice(b" and more");
-            assert_eq!(
-                find_at(v, &padded),
-                Some(text.len()),
-                "{}",
-                String::from_utf8_lossy(text)
-            );
-        }
-        assert_eq!(find_at(v, b"sk/Live+tok:x=R"), None);
-        assert_eq!(find_at(v, b"sk/Live+tok:x=q="), Some(15));
+        ]);
+        assert_eq!(find_at(V, b"sk/Live+tok:x=R"), None);
+        assert_eq!(find_at(V, b"sk/Live+tok:x=q="), Some(15));
     }
 
     #[test]
@@ -273,8 +281,7 @@ mod tests {
         // Each as the review of a reflecting server found it unscrubbed:
         // quoted-printable, HTML references without `;`, C and PHP octal,
         // CSS escapes (ended by a space or not), ES6 `\u{..}`, IIS `%u`.
-        let v = b"sk/Live+tok:x=Q";
-        for text in [
+        found_whole(&[
             &b"sk=2FLive=2Btok=3Ax=3DQ"[..],
             b"&#115&#107&#47Live&#43tok&#58x&#61Q",
             b"sk&#x2FLive&#x2Btok&#x3Ax&#x3DQ",
@@ -283,21 +290,12 @@ mod tests {
             b"sk\\00002fLive\\2btok\\3ax\\3d\r\nQ",
             b"sk\\u{2f}Live\\u{2B}tok\\u{3a}x\\u{00003d}Q",
             b"sk%u002FLive%u002Btok%u003Ax%u003DQ",
-        ] {
-            let mut padded = text.to_vec();
-            padded.extend_from_slice(b" and more");
-            assert_eq!(
-                find_at(v, &padded),
-                Some(text.len()),
-                "{}",
-                String::from_utf8_lossy(text)
-            );
-        }
+        ]);
         // Octal to one reader, CSS to another: both are read.
         assert_eq!(find_at(b"w", b"\\167"), Some(4));
         assert_eq!(find_at(b"A", b"\\41"), Some(3));
         assert_eq!(find_at(b"!", b"\\41"), Some(3));
-        assert_eq!(find_at(v, b"sk/Live+tok:x="), None);
+        assert_eq!(find_at(V, b"sk/Live+tok:x="), None);
         // A `%` in the value itself, written raw or encoded.
         assert_eq!(find_at(b"a%25b", b"a%25b"), Some(5));
         assert_eq!(find_at(b"a%25b", b"a%2525b"), Some(7));
