@@ -400,6 +400,12 @@ pub struct TokenInfo {
     pub sandbox: Option<String>,
     pub created_ms: u64,
     pub revoked: bool,
+    /// Whether it is accepted now, as the daemon's check decides it:
+    /// `live`, `revoked`, `maker_revoked` (the token that made it was
+    /// revoked) or `sandbox_gone` (a per-sandbox token whose sandbox was
+    /// removed, or is a later one of its name). Tokens do not expire.
+    #[serde(default)]
+    pub state: String,
 }
 
 /// A token just made: `token` is shown this once.

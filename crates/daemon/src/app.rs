@@ -236,9 +236,12 @@ impl App {
             None => true,
             // Not revoked, and a per-sandbox token's sandbox still the one
             // it was made for: what is open ends with the sandbox too.
-            Some(id) => match self.db().map(|db| db.token(id)) {
-                Ok(Ok(Some(row))) => crate::auth::standing(&self.store, row).is_ok(),
-                _ => false,
+            Some(id) => match self.db() {
+                Ok(db) => match db.token(id) {
+                    Ok(Some(row)) => crate::auth::standing(&db, &self.store, row).is_ok(),
+                    _ => false,
+                },
+                Err(_) => false,
             },
         }
     }
@@ -291,6 +294,32 @@ impl App {
         })
     }
 
+    /// The daemon's record of `sb`: none when it made no record of that
+    /// very sandbox (a record kept under its name of an earlier sandbox of
+    /// the name is not its).
+    pub fn record(&self, sb: &Sandbox) -> Result<Option<SandboxRow>, ApiError> {
+        self.db()?
+            .record_of(sb)
+            .map_err(|e| ApiError::internal(chain(&e)))
+    }
+
+    /// The daemon's records of the sandboxes there now, each with its
+    /// sandbox: a record whose sandbox is gone, or of an earlier sandbox
+    /// of a name another sandbox holds now, is left out.
+    pub fn records(&self) -> Result<Vec<(SandboxRow, Sandbox)>, ApiError> {
+        let rows = self
+            .db()?
+            .sandboxes()
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let sb = self.store.get(&row.id).ok()?;
+                row.is_of(&sb).then_some((row, sb))
+            })
+            .collect())
+    }
+
     /// A command this daemon knows of, in sandbox `sb`.
     pub fn exec(&self, sb: &str, id: &str) -> Result<Arc<ExecHandle>, ApiError> {
         let table = self
@@ -310,7 +339,7 @@ impl App {
         // A record older than the sandbox holding its name was of an
         // earlier sandbox of that name (removed behind the daemon's back):
         // its labels (a door's record among them) are not this one's.
-        let row = row.filter(|r| crate::auth::made_for(sb, None, r.created_ms));
+        let row = row.filter(|r| r.is_of(sb));
         let live = lifecycle::liveness(sb);
         let status = match live {
             Liveness::Running => warden_runtime::client::Connection::open(&lifecycle::control(sb))
@@ -470,6 +499,16 @@ impl App {
             .map_err(|e| ApiError::internal(chain(&e)))?;
         for row in rows {
             match self.store.get(&row.id) {
+                Ok(sb) if !row.is_of(&sb) => {
+                    // The name's earlier sandbox was removed behind the
+                    // daemon's back and another took it: nothing of the
+                    // record is the new one's.
+                    notes.push(format!(
+                        "sandbox {} is not the one the daemon made; the earlier one's record is removed",
+                        row.id
+                    ));
+                    let _ = self.db()?.forget_stale(&sb);
+                }
                 Ok(sb) => {
                     if let Some(n) = lifecycle::liveness(&sb).notice(sb.name()) {
                         notes.push(n);

@@ -498,6 +498,8 @@ pub enum AuthError {
     Revoked(String),
     #[error("the token {token} was made for a sandbox named {sandbox} that was removed; a sandbox's tokens end with it (make one for the sandbox that has the name now)")]
     Outlived { token: String, sandbox: String },
+    #[error("the token {0} was made by a token that was revoked; a token ends with its maker")]
+    MakerRevoked(String),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -525,39 +527,84 @@ pub fn random_id(n: usize) -> String {
         .collect()
 }
 
-/// Whether a credential recorded with identity `uid` at `made_ms` was
-/// made for `sb`, and not for an earlier sandbox of its name: the
-/// identities must be the same. A credential made before warden recorded
-/// identities has none; it was made for `sb` if it is not older than `sb`
-/// (a name holds one sandbox at a time, so a credential made while `sb`
-/// existed was made for `sb`).
-pub fn made_for(sb: &Sandbox, uid: Option<&str>, made_ms: u64) -> bool {
-    match uid {
-        Some(uid) => uid.as_bytes().ct_eq(sb.uid().as_bytes()).into(),
-        None => made_ms >= sb.created_ms(),
+pub use crate::db::made_for;
+
+/// What a token is now, as the check decides it: the one judgement both
+/// the check of a request ([`standing`]) and the listings (`GET
+/// /v1/tokens`, `warden token list`) show. Tokens do not expire, so no
+/// state says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenState {
+    /// Accepted.
+    Live,
+    /// Revoked itself.
+    Revoked,
+    /// Its maker (or its maker's maker) was revoked, or is not in the
+    /// records: a token ends with the token that made it, even one a
+    /// revocation's cascade did not reach (made while its maker was being
+    /// revoked, or revoked by a warden before the cascade).
+    MakerRevoked,
+    /// A per-sandbox token whose sandbox is gone, or is a later sandbox
+    /// that took the name.
+    SandboxGone,
+}
+
+impl TokenState {
+    /// Its stable name, as the listings show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenState::Live => "live",
+            TokenState::Revoked => "revoked",
+            TokenState::MakerRevoked => "maker_revoked",
+            TokenState::SandboxGone => "sandbox_gone",
+        }
     }
 }
 
-/// A token that matched, if it still stands: not revoked, and a
-/// per-sandbox token's sandbox still there and still the one it was made
-/// for (not a later sandbox that took the name).
-pub fn standing(store: &Store, row: TokenRow) -> Result<TokenRow, AuthError> {
+/// How many makers up a token's line is followed: tokens made by tokens
+/// are one generation deep; a longer line (a damaged record, a loop) is
+/// taken as one that ends.
+const MAKERS_FOLLOWED: usize = 8;
+
+/// What token `row` is now (see [`TokenState`]).
+pub fn state_of(db: &Db, store: &Store, row: &TokenRow) -> Result<TokenState, DbError> {
     if row.revoked {
-        return Err(AuthError::Revoked(row.id));
+        return Ok(TokenState::Revoked);
     }
-    let Some(name) = &row.sandbox else {
-        return Ok(row);
-    };
-    let outlived = || AuthError::Outlived {
-        token: row.id.clone(),
-        sandbox: name.clone(),
-    };
-    match store.get(name) {
-        Ok(sb) if made_for(&sb, row.sandbox_uid.as_deref(), row.created_ms) => Ok(row),
-        Ok(_) | Err(StoreError::NotFound(_)) => Err(outlived()),
-        // Anything else (a damaged record): the identity cannot be told,
-        // so the token is not taken.
-        Err(_) => Err(outlived()),
+    let mut maker = db.maker_of(&row.id)?;
+    let mut followed = 0;
+    while let Some(id) = maker {
+        followed += 1;
+        match db.token(&id)? {
+            Some(t) if !t.revoked && followed <= MAKERS_FOLLOWED => maker = db.maker_of(&t.id)?,
+            _ => return Ok(TokenState::MakerRevoked),
+        }
+    }
+    if let Some(name) = &row.sandbox {
+        // Anything but the sandbox it was made for (gone, a later one of
+        // its name, a damaged record whose identity cannot be told): the
+        // token is not taken.
+        match store.get(name) {
+            Ok(sb) if made_for(&sb, row.sandbox_uid.as_deref(), row.created_ms) => {}
+            Ok(_) | Err(StoreError::NotFound(_)) | Err(_) => return Ok(TokenState::SandboxGone),
+        }
+    }
+    Ok(TokenState::Live)
+}
+
+/// A token that matched, if it still stands ([`state_of`] says it is
+/// live): not revoked, nor made by a token that was, and a per-sandbox
+/// token's sandbox still there and still the one it was made for (not a
+/// later sandbox that took the name).
+pub fn standing(db: &Db, store: &Store, row: TokenRow) -> Result<TokenRow, AuthError> {
+    match state_of(db, store, &row)? {
+        TokenState::Live => Ok(row),
+        TokenState::Revoked => Err(AuthError::Revoked(row.id)),
+        TokenState::MakerRevoked => Err(AuthError::MakerRevoked(row.id)),
+        TokenState::SandboxGone => Err(AuthError::Outlived {
+            sandbox: row.sandbox.clone().unwrap_or_default(),
+            token: row.id,
+        }),
     }
 }
 
@@ -634,7 +681,7 @@ pub fn check(db: &Db, store: &Store, header: Option<&str>) -> Result<TokenRow, A
         .unwrap_or_else(|| "0".repeat(64));
     let same: bool = given.as_bytes().ct_eq(stored.as_bytes()).into();
     match row {
-        Some(r) if same => standing(store, r),
+        Some(r) if same => standing(db, store, r),
         _ => Err(AuthError::Invalid),
     }
 }
@@ -705,6 +752,37 @@ mod tests {
         let (row, text) = new_token("agent2", &[Scope::Exec], Some(&second));
         db.insert_token(&row).unwrap();
         assert!(check(&db, &store, Some(&format!("Bearer {text}"))).is_ok());
+    }
+
+    #[test]
+    fn a_token_made_by_a_token_revoked_before_it_was_recorded_is_refused_and_listed_so() {
+        let (d, db, store) = db();
+        let (maker, _) = new_token("maker", &[Scope::Exec], None);
+        db.insert_token(&maker).unwrap();
+        // The maker's revocation lands between a create's check of the
+        // maker and its record of the child: the cascade missed it.
+        assert!(db.revoke_token(&maker.id).unwrap());
+        let (child, text) = new_token("child", &[Scope::Exec], None);
+        db.insert_token_by(&child, Some(&maker.id)).unwrap();
+        assert!(matches!(
+            check(&db, &store, Some(&format!("Bearer {text}"))),
+            Err(AuthError::MakerRevoked(_))
+        ));
+        assert_eq!(
+            state_of(&db, &store, &db.token(&child.id).unwrap().unwrap()).unwrap(),
+            TokenState::MakerRevoked
+        );
+        // A per-sandbox token whose sandbox was removed behind the
+        // daemon's back is listed as the check finds it.
+        let sb = sandbox(&d, &store, "sb-a");
+        let (only, _) = new_token("only", &[Scope::Exec], Some(&sb));
+        db.insert_token(&only).unwrap();
+        assert_eq!(state_of(&db, &store, &only).unwrap(), TokenState::Live);
+        store.remove("sb-a").unwrap();
+        assert_eq!(
+            state_of(&db, &store, &only).unwrap(),
+            TokenState::SandboxGone
+        );
     }
 
     #[test]

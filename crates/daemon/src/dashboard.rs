@@ -233,8 +233,12 @@ async fn whoami(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (_, s) = current(&app, peer, &axum::http::Method::GET, "/session", &headers)?;
-    let found = app.db()?.token(&s.token_id);
-    let row = match found.map(|r| r.map(|row| auth::standing(&app.store, row))) {
+    let judged = {
+        let db = app.db()?;
+        db.token(&s.token_id)
+            .map(|r| r.map(|row| auth::standing(&db, &app.store, row)))
+    };
+    let row = match judged {
         Ok(Some(Ok(row))) => row,
         Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
             let why = format!("{e}: log in again");

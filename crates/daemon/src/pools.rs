@@ -235,13 +235,12 @@ fn hand_out(app: &Arc<App>, sb: &Sandbox, claim: &Claim<'_>) -> Result<SandboxIn
     if let Caller::Token(t) = claim.caller {
         crate::quota::within_quota(app, t, sb)?;
     }
-    let row = SandboxRow {
-        id: sb.name().to_string(),
-        created_ms: warden_runtime::state::now_ms(),
-        labels: claim.labels.clone(),
-        profile: Some(claim.profile.to_string()),
-        token: claim.caller.token_id().map(str::to_string),
-    };
+    let row = SandboxRow::of(
+        sb,
+        claim.labels.clone(),
+        Some(claim.profile.to_string()),
+        claim.caller.token_id().map(str::to_string),
+    );
     app.db()?
         .insert_sandbox(&row)
         .map_err(|e| ApiError::internal(chain(&e)))?;

@@ -17,7 +17,7 @@
 //! listings by [`visible`].
 
 use crate::app::App;
-use crate::auth::{made_for, Caller, Scope};
+use crate::auth::{Caller, Scope};
 use crate::error::{chain, ApiError};
 use warden_workspace::StoreError;
 
@@ -30,25 +30,20 @@ pub fn reaches(app: &App, caller: &Caller, id: &str) -> Result<bool, ApiError> {
     if token.sandbox.as_deref() == Some(id) || stands_for_owner(caller) {
         return Ok(true);
     }
-    let made_by = app
-        .db()?
-        .sandbox(id)
-        .map_err(|e| ApiError::internal(chain(&e)))?;
-    let Some(row) = made_by else {
-        // Made by the owner (on the host or the owner's socket), or not
-        // there at all: either way, not this token's.
-        return Ok(false);
+    let sb = match app.store.get(id) {
+        Ok(sb) => sb,
+        Err(StoreError::NotFound(_)) => return Ok(false),
+        Err(e) => return Err(ApiError::internal(chain(&e))),
     };
-    if row.token.as_deref() != Some(token.id.as_str()) {
-        return Ok(false);
-    }
-    // The record must be of the sandbox that has the name now, not of an
-    // earlier one the token made and that was removed behind the daemon's
-    // back (`warden rm`): a name holds one sandbox at a time.
-    match app.store.get(id) {
-        Ok(sb) => Ok(made_for(&sb, None, row.created_ms)),
-        Err(StoreError::NotFound(_)) => Ok(false),
-        Err(e) => Err(ApiError::internal(chain(&e))),
+    // The record of the sandbox that has the name now, by its identity:
+    // not one of an earlier sandbox the token made and that was removed
+    // behind the daemon's back (`warden rm`), whatever the clock said
+    // when each was made.
+    match app.record(&sb)? {
+        Some(row) => Ok(row.token.as_deref() == Some(token.id.as_str())),
+        // Made by the owner (on the host or the owner's socket): not this
+        // token's.
+        None => Ok(false),
     }
 }
 

@@ -73,7 +73,8 @@ pub fn sweep_once(app: &App) -> Vec<String> {
         // A record older than the sandbox now holding its name was for
         // an earlier sandbox of that name (removed with the CLI, say):
         // the one there now is not the daemon's to sweep.
-        if !crate::auth::made_for(&sb, None, row.created_ms) {
+        if !row.is_of(&sb) {
+            let _ = db.forget_stale(&sb);
             continue;
         }
         let seen = db.stopped_since(&row.id).unwrap_or(None);

@@ -446,13 +446,13 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
             println!("{text}");
         }
         TokenCommand::List { json } => {
-            let tokens = db.tokens()?;
+            // Each token in the state the daemon's check finds it in now
+            // (revoked, its maker revoked, its sandbox gone), not only
+            // its own revocation.
+            let store = warden_workspace::Store::open(&state)?;
+            let tokens = warden_daemon::routes::token_infos(&db, &store)?;
             if json {
-                let list: Vec<_> = tokens
-                    .iter()
-                    .map(warden_daemon::routes::token_info)
-                    .collect();
-                println!("{}", warden_audit::json::to_string_pretty(&list)?);
+                println!("{}", warden_audit::json::to_string_pretty(&tokens)?);
             } else {
                 // Columns as wide as their widest entry (a name's escapes
                 // counted as shown), so that every row lines up.
@@ -464,6 +464,7 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                     cells.max().unwrap_or(0).max(col.len())
                 };
                 let nw = width("NAME", &mut names.iter().map(|n| n.chars().count()));
+                let stw = width("STATE", &mut tokens.iter().map(|t| t.state.len()));
                 let sw = width(
                     "SANDBOX",
                     &mut tokens
@@ -471,15 +472,15 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                         .map(|t| t.sandbox.as_deref().unwrap_or("-").chars().count()),
                 );
                 println!(
-                    "{:<12} {:<nw$} {:<8} {:<sw$} SCOPES",
+                    "{:<12} {:<nw$} {:<stw$} {:<sw$} SCOPES",
                     "ID", "NAME", "STATE", "SANDBOX"
                 );
                 for (t, name) in tokens.iter().zip(&names) {
                     println!(
-                        "{:<12} {:<nw$} {:<8} {:<sw$} {}",
+                        "{:<12} {:<nw$} {:<stw$} {:<sw$} {}",
                         t.id,
                         name,
-                        if t.revoked { "revoked" } else { "live" },
+                        t.state,
                         t.sandbox.as_deref().unwrap_or("-"),
                         t.scopes.join(" ")
                     );

@@ -103,6 +103,7 @@ mod review2_attacks;
 mod review_cost;
 mod review_unshown;
 mod rootless_limits;
+mod sandbox_records;
 mod second_week;
 mod secret_argv;
 mod secret_program_roots;

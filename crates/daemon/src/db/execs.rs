@@ -196,6 +196,7 @@ mod tests {
                 labels,
                 profile: None,
                 token: None,
+                uid: Some("u1".into()),
             })
             .unwrap();
             db.insert_exec(&ExecRow {

@@ -28,6 +28,20 @@ pub use tokens::TokenRow;
 
 use schema::{add_missing_columns, SCHEMA};
 
+/// Whether a record (a token, an envd key, a sandbox's record) made with
+/// identity `uid` at `made_ms` is of `sb`, and not of an earlier sandbox
+/// of its name: the identities must be the same. A record made before
+/// warden kept identities has none; it is of `sb` if it is not older than
+/// `sb` (a name holds one sandbox at a time, so a record made while `sb`
+/// existed was made for `sb`).
+pub fn made_for(sb: &warden_workspace::Sandbox, uid: Option<&str>, made_ms: u64) -> bool {
+    use subtle::ConstantTimeEq;
+    match uid {
+        Some(uid) => uid.as_bytes().ct_eq(sb.uid().as_bytes()).into(),
+        None => made_ms >= sb.created_ms(),
+    }
+}
+
 /// Why the database could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

@@ -64,6 +64,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("execs", "holder", "TEXT"),
     ("execs", "role", "TEXT"),
     ("tokens", "parent", "TEXT"),
+    ("sandboxes", "uid", "TEXT"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.

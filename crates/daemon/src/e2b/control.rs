@@ -597,9 +597,13 @@ pub async fn set_labels(
     let app = app.clone();
     let id = id.to_string();
     sandboxes::blocking(move || {
+        // Only the record of the sandbox that has the name now.
+        let Ok(sb) = app.store.get(&id) else {
+            return Ok(());
+        };
         let db = app.db()?;
         let Some(mut row) = db
-            .sandbox(&id)
+            .record_of(&sb)
             .map_err(|e| ApiError::internal(crate::error::chain(&e)))?
         else {
             return Ok(());

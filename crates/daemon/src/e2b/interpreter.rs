@@ -90,9 +90,10 @@ static FETCHING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Whether sandbox `id` was made with the code interpreter's profile.
 pub fn serves(app: &App, id: &str) -> bool {
-    app.db()
+    app.store
+        .get(id)
         .ok()
-        .and_then(|db| db.sandbox(id).ok().flatten())
+        .and_then(|sb| app.record(&sb).ok().flatten())
         .is_some_and(|row| row.profile.as_deref() == Some(TEMPLATE))
 }
 

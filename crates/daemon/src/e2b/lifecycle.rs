@@ -339,7 +339,7 @@ fn pause_ended(app: &App) {
         // door's for an earlier sandbox of that name (removed behind the
         // daemon's back, the name given to one of the owner's): the one
         // there now is not the door's to pause.
-        if !crate::auth::made_for(&sb, None, row.created_ms) {
+        if !row.is_of(&sb) {
             continue;
         }
         let info = app.info(&sb, Some(row));

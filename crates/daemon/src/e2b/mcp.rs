@@ -106,17 +106,14 @@ impl Grants {
 
 /// Whether sandbox `id` has the label `label`.
 fn labelled(app: &App, id: &str, label: &str) -> Result<bool, Refusal> {
-    let db = app.db().map_err(|e| refuse(e.status, e.problem.message))?;
-    let row = db
-        .sandbox(id)
-        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&e)))?;
     // A record kept of an earlier sandbox of this name is not this one's.
-    let made_for = |created_ms| {
-        app.store
-            .get(id)
-            .is_ok_and(|sb| crate::auth::made_for(&sb, None, created_ms))
+    let Ok(sb) = app.store.get(id) else {
+        return Ok(false);
     };
-    Ok(row.is_some_and(|r| r.labels.contains_key(label) && made_for(r.created_ms)))
+    let row = app
+        .record(&sb)
+        .map_err(|e| refuse(e.status, e.problem.message))?;
+    Ok(row.is_some_and(|r| r.labels.contains_key(label)))
 }
 
 /// Whether MCP was turned on for sandbox `id`.
@@ -127,8 +124,11 @@ fn enabled(app: &App, id: &str) -> Result<bool, Refusal> {
 /// Turn MCP on for sandbox `id`: its label, kept by the door.
 fn enable(app: &App, id: &str) -> Result<(), Refusal> {
     let internal = |e: crate::db::DbError| refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&e));
+    let Ok(sb) = app.store.get(id) else {
+        return Ok(());
+    };
     let db = app.db().map_err(|e| refuse(e.status, e.problem.message))?;
-    if let Some(mut row) = db.sandbox(id).map_err(internal)? {
+    if let Some(mut row) = db.record_of(&sb).map_err(internal)? {
         row.labels.insert(LABEL.into(), "on".into());
         db.insert_sandbox(&row).map_err(internal)?;
     }
@@ -330,15 +330,16 @@ fn check(e: &E2b, id: &str, key: &str) -> Result<(String, String), Refusal> {
     };
     let current = e.app.store.get(id).is_ok_and(|sb| sb.uid() == uid);
     // The database's lock is let go before [`forget`] takes it again.
-    let found = e
-        .app
-        .db()
-        .map_err(|err| refuse(err.status, err.problem.message))?
-        .token(&parent);
-    let standing = match found {
-        Ok(Some(t)) => !t.revoked && auth::standing(&e.app.store, t).is_ok(),
-        Ok(None) => false,
-        Err(err) => return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&err))),
+    let standing = {
+        let db = e
+            .app
+            .db()
+            .map_err(|err| refuse(err.status, err.problem.message))?;
+        match db.token(&parent) {
+            Ok(Some(t)) => auth::standing(&db, &e.app.store, t).is_ok(),
+            Ok(None) => false,
+            Err(err) => return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&err))),
+        }
     };
     if !current || !standing {
         forget(e, |g| g.native_id == native_id);
@@ -406,14 +407,12 @@ pub fn sweep(e: Arc<E2b>) {
                                 .store
                                 .get(&g.sandbox)
                                 .is_ok_and(|sb| sb.uid() == g.uid);
-                            let standing = e2
-                                .app
-                                .db()
-                                .ok()
-                                .and_then(|db| db.token(&g.parent).ok().flatten())
-                                .is_some_and(|t| {
-                                    !t.revoked && auth::standing(&e2.app.store, t).is_ok()
-                                });
+                            let standing = e2.app.db().ok().is_some_and(|db| {
+                                db.token(&g.parent)
+                                    .ok()
+                                    .flatten()
+                                    .is_some_and(|t| auth::standing(&db, &e2.app.store, t).is_ok())
+                            });
                             !current || !standing
                         })
                         .map(|g| g.native_id.clone())

@@ -125,7 +125,7 @@ fn sample_once(e: &E2b) {
         // Only the sandbox the record was made for: a record left of an
         // earlier sandbox of the name (the name now the owner's CLI
         // sandbox's) is not the door's to sample.
-        if !crate::auth::made_for(&sb, None, row.created_ms) {
+        if !row.is_of(&sb) {
             continue;
         }
         if let Some(s) = sample_of(&e.app.info(&sb, Some(row))) {

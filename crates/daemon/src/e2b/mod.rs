@@ -386,7 +386,7 @@ fn key_caller(
     }
     match db
         .token(&k.token)
-        .map(|r| r.map(|t| auth::standing(&app.store, t)))
+        .map(|r| r.map(|t| auth::standing(db, &app.store, t)))
     {
         Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
             Err((StatusCode::UNAUTHORIZED, e.to_string()))

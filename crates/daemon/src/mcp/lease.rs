@@ -85,13 +85,9 @@ pub async fn reap(api: &Api) -> Vec<String> {
 async fn leased_here(api: &Api, id: &str) -> bool {
     let (app, id) = (api.app().clone(), id.to_string());
     crate::routes::sandboxes::blocking(move || {
-        let row = app
-            .db()?
-            .sandbox(&id)
-            .map_err(|e| crate::error::ApiError::internal(crate::error::chain(&e)))?;
-        Ok(match (row, app.store.get(&id)) {
-            (Some(row), Ok(sb)) => crate::auth::made_for(&sb, None, row.created_ms),
-            _ => false,
+        Ok(match app.store.get(&id) {
+            Ok(sb) => app.record(&sb)?.is_some(),
+            Err(_) => false,
         })
     })
     .await

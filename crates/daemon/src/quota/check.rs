@@ -131,14 +131,15 @@ pub(super) fn sandboxes_of(
     token: &TokenRow,
     except: Option<&str>,
 ) -> Result<Vec<Sandbox>, ApiError> {
-    let rows = app
-        .db()?
-        .sandboxes_of_token(&token.id)
-        .map_err(|e| ApiError::internal(chain(&e)))?;
-    Ok(rows
+    // Only the records of the sandboxes there now that are the ones the
+    // token made: a sandbox that took the name of one it made (the
+    // owner's, at the command line) is not the token's to count.
+    Ok(app
+        .records()?
         .into_iter()
-        .filter(|r| Some(r.id.as_str()) != except)
-        .filter_map(|r| app.store.get(&r.id).ok())
+        .filter(|(r, _)| r.token.as_deref() == Some(token.id.as_str()))
+        .filter(|(r, _)| Some(r.id.as_str()) != except)
+        .map(|(_, sb)| sb)
         .collect())
 }
 

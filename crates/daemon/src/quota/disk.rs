@@ -7,7 +7,6 @@ use super::bounds::bounds_of;
 use super::measure::{audit_log_bytes, disk_of};
 use crate::app::App;
 use crate::db::TokenRow;
-use crate::error::{chain, ApiError};
 
 /// The disk a token's quota counts as used: its sandboxes' disk budgets,
 /// audit logs and saved VM memory, what its forks in flight reserved, its
@@ -47,16 +46,9 @@ pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
     let Ok(bounds) = bounds_of(app, token) else {
         return 0;
     };
-    let Ok(rows) = app.db().and_then(|db| {
-        db.sandboxes_of_token(&token.id)
-            .map_err(|e| ApiError::internal(chain(&e)))
-    }) else {
+    let Ok(mine) = super::check::sandboxes_of(app, token, None) else {
         return 0;
     };
-    let mine: Vec<Sandbox> = rows
-        .into_iter()
-        .filter_map(|r| app.store.get(&r.id).ok())
-        .collect();
     let reserved = app.pending.of(&token.id);
     bounds
         .disk

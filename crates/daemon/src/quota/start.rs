@@ -40,10 +40,10 @@ pub(crate) fn may_start(app: &App, caller: &Caller, sb: &Sandbox) -> Result<(), 
     let Caller::Token(asking) = caller else {
         return Ok(());
     };
-    let row = app
-        .db()?
-        .sandbox(sb.name())
-        .map_err(|e| ApiError::internal(chain(&e)))?;
+    // The record of this very sandbox: one kept under its name of an
+    // earlier sandbox (a token's, removed behind the daemon's back) does
+    // not make the owner's sandbox that took the name a token's.
+    let row = app.record(sb)?;
     let Some(owner) = row.and_then(|r| r.token) else {
         return Ok(());
     };

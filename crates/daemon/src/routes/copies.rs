@@ -293,13 +293,12 @@ fn adopt(
             return Err(e);
         }
     }
-    let row = SandboxRow {
-        id: id.clone(),
-        created_ms: warden_runtime::state::now_ms(),
-        labels: Default::default(),
-        profile: sb.meta().profile.clone(),
-        token: caller.token_id().map(str::to_string),
-    };
+    let row = SandboxRow::of(
+        sb,
+        Default::default(),
+        sb.meta().profile.clone(),
+        caller.token_id().map(str::to_string),
+    );
     app.db()?
         .insert_sandbox(&row)
         .map_err(|e| ApiError::internal(chain(&e)))?;

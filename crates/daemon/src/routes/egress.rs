@@ -199,10 +199,10 @@ fn always_kept_as_its_principal_s(
     app: &App,
     sb: &warden_workspace::Sandbox,
 ) -> Result<(), ApiError> {
-    let row = app
-        .db()?
-        .sandbox(sb.name())
-        .map_err(|e| ApiError::internal(chain(&e)))?;
+    // The record of this very sandbox: one kept under its name of an
+    // earlier sandbox (a token's, removed behind the daemon's back) does
+    // not make the owner's sandbox that took the name a token's.
+    let row = app.record(sb)?;
     let Some(token) = row.and_then(|r| r.token) else {
         return Ok(());
     };

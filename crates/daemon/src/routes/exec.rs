@@ -313,19 +313,28 @@ pub async fn list(
 ) -> Result<Json<Vec<ExecInfo>>, ApiError> {
     let a = app.clone();
     let sid = id.clone();
-    let sessions = blocking(move || {
-        a.sandbox(&sid)?;
-        a.db()?
+    let (sessions, made_ms) = blocking(move || {
+        let sb = a.sandbox(&sid)?;
+        let rows = a
+            .db()?
             .execs_of(&sid)
-            .map_err(|e| ApiError::internal(crate::error::chain(&e)))
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+        Ok((rows, sb.created_ms()))
     })
     .await?;
+    // A command started before this sandbox was made was an earlier
+    // sandbox's of its name (removed behind the daemon's back): not this
+    // one's to list.
+    let sessions: Vec<_> = sessions
+        .into_iter()
+        .filter(|r| r.started_ms >= made_ms)
+        .collect();
     let mut out: Vec<ExecInfo> = app
         .execs
         .lock()
         .map_err(|_| ApiError::internal("the command table lock is poisoned"))?
         .values()
-        .filter(|h| h.row.sandbox == id)
+        .filter(|h| h.row.sandbox == id && h.row.started_ms >= made_ms)
         .map(|h| info_of(h))
         .collect();
     // Terminal sessions are in the records only.

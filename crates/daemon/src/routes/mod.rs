@@ -24,7 +24,7 @@ mod tokens;
 mod vnc;
 pub(crate) mod watch;
 
-pub use tokens::{info as token_info, parse_scopes};
+pub use tokens::{info as token_info, infos as token_infos, parse_scopes};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
@@ -433,11 +433,13 @@ fn browser(
         .sessions
         .find(cookies, csrf, warden_runtime::state::now_ms())
         .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
-    let row = app
-        .db()?
-        .token(&s.token_id)
-        .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
-    let caller = match row.map(|row| auth::standing(&app.store, row)) {
+    let judged = {
+        let db = app.db()?;
+        db.token(&s.token_id)
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))?
+            .map(|row| auth::standing(&db, &app.store, row))
+    };
+    let caller = match judged {
         Some(Ok(row)) => Caller::Token(row),
         Some(Err(e @ auth::AuthError::Outlived { .. })) => return Err(unauthorized(e.to_string())),
         _ => {

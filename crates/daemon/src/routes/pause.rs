@@ -100,7 +100,7 @@ async fn change(
             crate::quota::may_start(&app, &caller, &sb)?;
             lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe)
                 .map_err(|e| lifecycle_refusal(&id, e))?;
-            let row = app.db()?.sandbox(&id).ok().flatten();
+            let row = app.record(&sb).ok().flatten();
             return Ok(app.info(&sb, row.as_ref()));
         }
         if !lifecycle::liveness(&sb).running() {
@@ -114,7 +114,7 @@ async fn change(
             Change::Resume => lifecycle::resume(&sb, &by),
         };
         done.map_err(|e| lifecycle_refusal(&id, e))?;
-        let row = app.db()?.sandbox(&id).ok().flatten();
+        let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
     .await?;

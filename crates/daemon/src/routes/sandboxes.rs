@@ -254,13 +254,7 @@ pub async fn create(
                 return Err(e);
             }
         }
-        let row = SandboxRow {
-            id: id.clone(),
-            created_ms: warden_runtime::state::now_ms(),
-            labels,
-            profile,
-            token,
-        };
+        let row = SandboxRow::of(&sb, labels, profile, token);
         app.db()?
             .insert_sandbox(&row)
             .map_err(|e| ApiError::internal(chain(&e)))?;
@@ -371,9 +365,7 @@ pub async fn list(
             };
             // A record kept of an earlier sandbox of this name is not this
             // one's: its labels are not matched (as `App::info` shows none).
-            let row = rows
-                .get(&e.name)
-                .filter(|r| crate::auth::made_for(&sb, None, r.created_ms));
+            let row = rows.get(&e.name).filter(|r| r.is_of(&sb));
             if let Some((k, v)) = &label {
                 if row.and_then(|r| r.labels.get(k)) != Some(v) {
                     continue;
@@ -401,7 +393,7 @@ pub async fn get_one(
 ) -> Result<Json<SandboxInfo>, ApiError> {
     let info = blocking(move || {
         let sb = app.sandbox(&id)?;
-        let row = app.db()?.sandbox(&id).ok().flatten();
+        let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
     .await?;
@@ -435,7 +427,7 @@ pub async fn start(
         crate::secret_programs::allowed(&app, &caller, &sb)?;
         lifecycle::start(&app.state_dir, &sb, &app.exe)
             .map_err(|e| start_error(&caller, &id, e))?;
-        let row = app.db()?.sandbox(&id).ok().flatten();
+        let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
     .await?;
@@ -466,7 +458,7 @@ pub async fn stop(
             )));
         }
         lifecycle::stop(&sb, grace)?;
-        let row = app.db()?.sandbox(&id).ok().flatten();
+        let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
     .await?;
@@ -487,7 +479,7 @@ pub async fn set_timeout(
             .map_err(|_| ApiError::not_running(format!("sandbox {id} is not running")))?;
         conn.set_ttl(body.ttl_seconds.map(Duration::from_secs))
             .map_err(|e| ApiError::internal(chain(&e)))?;
-        let row = app.db()?.sandbox(&id).ok().flatten();
+        let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
     .await?;

@@ -31,7 +31,8 @@ use crate::body::Body;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError, Problem};
 
-pub fn info(t: &TokenRow) -> TokenInfo {
+/// Token `t` as listed, in state `state` ([`auth::state_of`]).
+pub fn info(t: &TokenRow, state: auth::TokenState) -> TokenInfo {
     TokenInfo {
         id: t.id.clone(),
         name: t.name.clone(),
@@ -39,7 +40,20 @@ pub fn info(t: &TokenRow) -> TokenInfo {
         sandbox: t.sandbox.clone(),
         created_ms: t.created_ms,
         revoked: t.revoked,
+        state: state.as_str().to_string(),
     }
+}
+
+/// Every token as listed, each in the state the check of a request would
+/// find it in now.
+pub fn infos(
+    db: &crate::db::Db,
+    store: &warden_workspace::Store,
+) -> Result<Vec<TokenInfo>, crate::db::DbError> {
+    db.tokens()?
+        .iter()
+        .map(|t| Ok(info(t, auth::state_of(db, store, t)?)))
+        .collect()
 }
 
 /// Scopes named in words, checked.
@@ -62,13 +76,10 @@ pub fn parse_scopes(names: &[String]) -> Result<Vec<Scope>, String> {
 
 #[utoipa::path(get, path = "/v1/tokens", responses((status = 200, body = TokenList)), security(("token" = [])))]
 pub async fn list(State(app): State<Arc<App>>) -> Result<Json<TokenList>, ApiError> {
-    let tokens = app
-        .db()?
-        .tokens()
-        .map_err(|e| ApiError::internal(chain(&e)))?;
-    Ok(Json(TokenList {
-        tokens: tokens.iter().map(info).collect(),
-    }))
+    let tokens =
+        blocking(move || infos(&*app.db()?, &app.store).map_err(|e| ApiError::internal(chain(&e))))
+            .await?;
+    Ok(Json(TokenList { tokens }))
 }
 
 /// The quotas a create asks for, checked as `warden token create` checks
@@ -316,7 +327,7 @@ pub async fn create(
     Ok((
         StatusCode::CREATED,
         Json(NewToken {
-            info: info(&row),
+            info: info(&row, auth::TokenState::Live),
             token: text,
         }),
     ))

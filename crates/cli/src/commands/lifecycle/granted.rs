@@ -21,9 +21,12 @@ use warden_runtime::lifecycle::Owner;
 use warden_runtime::state::{self, Stored};
 use warden_workspace::Sandbox;
 
-/// The token whose sandbox `name` is, as the daemon recorded it (none: no
-/// daemon has ever run in `state`, or the sandbox is the owner's).
-fn token_of(state: &Path, name: &str) -> anyhow::Result<Option<String>> {
+/// The token whose sandbox `sb` is, as the daemon recorded it (none: no
+/// daemon has ever run in `state`, or the sandbox is the owner's). A
+/// record kept under its name of an earlier sandbox (a token's, removed
+/// with `warden rm`) is not `sb`'s: the owner's sandbox that took the
+/// name is the owner's.
+fn token_of(state: &Path, sb: &Sandbox) -> anyhow::Result<Option<String>> {
     let file = state.join(warden_daemon::DB_FILE);
     if !file.exists() {
         return Ok(None);
@@ -31,7 +34,7 @@ fn token_of(state: &Path, name: &str) -> anyhow::Result<Option<String>> {
     let db = warden_daemon::open_db(state)
         .context("cannot read the daemon's records of whose each sandbox is")?;
     let row = db
-        .sandbox(name)
+        .record_of(sb)
         .context("cannot read the daemon's records of whose each sandbox is")?;
     Ok(row.and_then(|r| r.token))
 }
@@ -39,7 +42,7 @@ fn token_of(state: &Path, name: &str) -> anyhow::Result<Option<String>> {
 /// Whether `sb` may be started from the command line: the owner's own
 /// sandbox always; a token's only with what the owner grants a token now.
 pub(super) fn may_run_again(state: &Path, sb: &Sandbox) -> anyhow::Result<()> {
-    let Some(token) = token_of(state, sb.name())? else {
+    let Some(token) = token_of(state, sb)? else {
         return Ok(());
     };
     let stored: Stored = state::read_json(&sb.dir().join(state::STORED))
@@ -79,7 +82,7 @@ pub(super) fn may_run_again(state: &Path, sb: &Sandbox) -> anyhow::Result<()> {
 /// the owner's next sandboxes over the project read it. Refused, as the
 /// daemon refuses it; "once" and "deny" still answer.
 pub(crate) fn always_kept_as_its_principal_s(state: &Path, sb: &Sandbox) -> anyhow::Result<()> {
-    let Some(token) = token_of(state, sb.name())? else {
+    let Some(token) = token_of(state, sb)? else {
         return Ok(());
     };
     let stored: Stored = state::read_json(&sb.dir().join(state::STORED))

@@ -105,10 +105,10 @@ fn grantor<'a>(app: &'a App, host: &'a dyn HostGrants) -> Grantor<'a> {
 /// replay a grant the owner has taken back. The owner's own sandboxes
 /// (and the pool's, until a token claims one) are not checked.
 pub(crate) fn may_run_again(app: &App, sb: &warden_workspace::Sandbox) -> Result<(), ApiError> {
-    let row = app
-        .db()?
-        .sandbox(sb.name())
-        .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+    // The record of this very sandbox: one kept under its name of an
+    // earlier sandbox (a token's, removed behind the daemon's back) does
+    // not make the owner's sandbox that took the name a token's.
+    let row = app.record(sb)?;
     let Some(token) = row.and_then(|r| r.token) else {
         return Ok(());
     };
