@@ -624,7 +624,7 @@ try {
       await prompt.waitFor({ timeout: 30000 });
       await prompt.locator('code.held-request', { hasText: 'POST /issues/7' }).waitFor();
       const text = await prompt.innerText();
-      if (text.includes('s3cret')) throw new Error(`the question shows a query value: ${text}`);
+      if (!text.includes('POST /issues/7?token=s3cret [request sha256 ')) throw new Error(`the question does not show what the held request sends: ${text}`);
       await page.goto(`${base}/#/approvals`);
       await page.locator('.card.question code.held-request', { hasText: 'POST /issues/7' }).waitFor();
       if (heldRequests.length) throw new Error(`the held request reached the server before an answer: ${heldRequests}`);

@@ -234,6 +234,7 @@ reasons! {
     RequestAskedOnce => "request_asked_once", AllowRequest, "A person allowed this one request when an ask rule asked about it.";
     RequestAskedForRun => "request_asked_for_run", AllowRequest, "A person allowed this request (its method, path, and the JSON-RPC calls and query values asked about) for the rest of the run when an ask rule asked.";
     RequestAskedAlways => "request_asked_always", AllowRequest, "The owner allowed this request (its method, path, and the JSON-RPC calls and query values asked about) when asked: for the rest of the run, and kept (or proposed at its end) as the request rule stating it.";
+    HeldBodyTooLarge => "held_body_too_large", -, "A request an ask rule holds has a body too large to read whole, which a person could not be shown (its digest is of all of it): refused, never asked about blind.";
     RequestDeniedWhenAsked => "request_denied_when_asked", AllowRequest, "A person denied the request when an ask rule asked about it, or no answer came in time.";
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     CredentialInRequest => "credential_in_request", -, "A request's header, path or query on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";

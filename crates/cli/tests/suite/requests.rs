@@ -373,6 +373,7 @@ mod elicit;
 mod evasion;
 mod git;
 mod head;
+mod held;
 mod literal;
 mod mcp;
 mod ports;

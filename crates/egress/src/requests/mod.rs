@@ -13,23 +13,31 @@
 //! allow and under any to deny or ask: ambiguity never widens what is
 //! allowed. This module decides only; the terminator enforces and records.
 
+mod held;
 pub(crate) mod keys;
 pub(crate) mod path;
 mod rpc;
 mod scope;
 
+pub use held::{Held, HeldBody, Shown};
 pub use path::Ambiguous;
 pub use rpc::{labels as rpc_labels, MAX_RPC_BODY};
 pub use scope::AskScope;
 pub use warden_policy::requests::{QueryCondition, RequestAction, RequestRule, RuleError};
 
 /// A request an ask rule holds, as the person asked about it sees it:
-/// its method, its path with the query's values redacted, the JSON-RPC
-/// call of each message asked about, and the rule that asks (as written).
+/// its method, its path and query (with the values, and its body's
+/// length, type, digest and start: see [`Shown`]), the JSON-RPC call of
+/// each message asked about, and the rule that asks (as written).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AskedRequest {
     pub method: String,
+    /// Its path with the query's values redacted: what records say.
     pub target: String,
+    /// What the question shows of the request as it will be sent;
+    /// `None` where nothing was read of it (the question then shows
+    /// [`AskedRequest::target`]).
+    pub shown: Option<Shown>,
     pub rule: String,
     /// The label of each JSON-RPC message asked about (see [`AskScope`]).
     pub rpc: Vec<String>,
@@ -44,7 +52,29 @@ impl AskedRequest {
     /// `METHOD target (JSON-RPC "tools/call:search")`, what a desk shows
     /// and what one answer covers. Each label is quoted (it is the
     /// sandbox's text: a tool named `a", "b` reads as one).
+    /// With [`AskedRequest::shown`], the target with its values, and
+    /// after the calls its body and the request's digest (`[body: 8
+    /// bytes, TYPE, sha256 HEX: START] [request sha256 HEX]`): two lines
+    /// alike are about byte-identical requests.
     pub fn line(&self) -> String {
+        let mut calls = self.calls();
+        // The calls are the body's (its digest tells two apart): a batch
+        // of thousands is cut, the cut marked.
+        if calls.len() > MAX_CALLS_SHOWN {
+            let cut = calls.floor_char_boundary(MAX_CALLS_SHOWN);
+            let left = calls.len() - cut;
+            calls.truncate(cut);
+            calls.push_str(&format!("...(+{left} bytes)"));
+        }
+        match &self.shown {
+            Some(s) => format!("{} {}{calls}{}", self.method, s.target, s.tail()),
+            None => format!("{} {}{calls}", self.method, self.target),
+        }
+    }
+
+    /// What records and events say of it: [`AskedRequest::line`] with the
+    /// query's values redacted and nothing of its body.
+    pub fn recorded(&self) -> String {
         format!("{} {}{}", self.method, self.target, self.calls())
     }
 
@@ -65,6 +95,9 @@ impl AskedRequest {
         out
     }
 }
+
+/// Bytes of a question's JSON-RPC calls shown ([`AskedRequest::line`]).
+const MAX_CALLS_SHOWN: usize = 1024;
 
 /// What ends the source of an allow rule the project's grants keep (a
 /// request a person answered "always" about): such a rule lets its

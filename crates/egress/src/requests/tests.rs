@@ -612,6 +612,7 @@ fn an_ask_whose_body_gives_a_looked_at_key_covers_no_other_request() {
     let ask = AskedRequest {
         method: "POST".into(),
         target: "/ok?action=…".into(),
+        shown: None,
         rule: "POST api.test/ok?action=*".into(),
         rpc: vec![],
         unread_body: false,

@@ -40,6 +40,10 @@ pub(super) struct Let {
     /// Counts the request's bytes and records it when its answer ends;
     /// `None` for a name without request rules.
     pub(super) tally: Option<Tally>,
+    /// A person answered about it: it goes upstream on a connection
+    /// opened after the answer (one opened before may have been closed
+    /// by the server while the person decided).
+    pub(super) answered: bool,
 }
 
 /// Decide `parts` (whose normalised path is `path`) on `name:port` by the
@@ -55,7 +59,11 @@ pub(super) async fn judge(
 ) -> Result<Let, Refused> {
     let rules = &term.request_rules;
     if !rules.covers(name, port) {
-        return Ok(Let { body, tally: None });
+        return Ok(Let {
+            body,
+            tally: None,
+            answered: false,
+        });
     }
     if let Some(header) = methods::path_override(parts) {
         return Err(Box::new(path_override_refusal(
@@ -88,10 +96,11 @@ pub(super) async fn judge(
         form::body_kinds(parts)
     };
     let needs_params = param_kinds.as_ref().is_some_and(|k| !k.is_empty());
-    let (read, body) = if needs_rpc || kinds.is_some() || needs_params {
-        read_start(body, &term.decode_memory).await
+    let bodiless = body.is_end_stream();
+    let (read, trailers, body) = if needs_rpc || kinds.is_some() || needs_params {
+        read_upto(body, &term.decode_memory, MAX_RPC_BODY).await
     } else {
-        (Read::NoBody, body)
+        (Read::NoBody, None, body)
     };
     if let Read::Unpaid(unpaid) = &read {
         return Err(Box::new(unpaid_refusal(
@@ -145,7 +154,17 @@ pub(super) async fn judge(
         rpc: &rpc,
         params: &params,
     };
-    let (allowed, cause, rule, why) = settle(term, &request, &methods, unread).await;
+    // What was read of the body whole, for a question to show.
+    let known = match read {
+        Read::Body(data) => Some((data, trailers)),
+        Read::NoBody if bodiless || needs_rpc || kinds.is_some() || needs_params => {
+            Some((Vec::new(), trailers))
+        }
+        _ => None,
+    };
+    let mut hold = ask::Hold::new(parts, path, body, known);
+    let (allowed, cause, rule, why) = settle(term, &request, &methods, unread, &mut hold).await;
+    let (body, answered) = (hold.body, hold.answered);
     let reason = cause.reason;
     let decision = Decision {
         protocol: Protocol::Request,
@@ -162,7 +181,13 @@ pub(super) async fn judge(
     };
     if !allowed {
         record(decision);
-        return Err(Box::new(forbidden(reason, &why)));
+        let mut refused = forbidden(reason, &why);
+        *refused.status_mut() = match reason {
+            Reason::MemoryBudget => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::HeldBodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::FORBIDDEN,
+        };
+        return Err(Box::new(refused));
     }
     let out = Arc::new(AtomicU64::new(0));
     Ok(Let {
@@ -175,6 +200,7 @@ pub(super) async fn judge(
                 start,
             }),
         }),
+        answered,
     })
 }
 
@@ -188,6 +214,7 @@ async fn settle(
     req: &Request<'_>,
     methods: &[String],
     unread: bool,
+    hold: &mut ask::Hold<'_>,
 ) -> (bool, Cause, Option<String>, String) {
     let own = req.method;
     let as_method = |m: &str, why: String| {
@@ -249,7 +276,7 @@ async fn settle(
             continue;
         }
         let rule = v.rule.clone().unwrap_or_default();
-        match ask::ask(term, scope, req.query, &rule).await {
+        match ask::ask(term, scope, req.query, &rule, hold).await {
             ask::Asked::Allowed(cause, recorded) => {
                 settled = Some((cause, Some(recorded), as_method(m, v.why.clone())));
             }
@@ -307,33 +334,44 @@ enum Read {
 }
 
 /// Read the start of `body` (for its JSON-RPC methods, or the method a
-/// form names): at most [`MAX_RPC_BODY`] bytes, paid for from `pool`
-/// (KiB) for as long as they are held (until passed on); the body comes
-/// back whole, what was read in front of the rest. A body larger than
-/// that is unreadable; one the budget cannot pay for now is unpaid (and
-/// refused: it is never held unpaid).
-async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Read, OutBody) {
+/// form names, or whole for a held request's question): at most `limit`
+/// bytes, paid for from `pool` (KiB) for as long as they are held (until
+/// passed on); the body comes back whole, what was read in front of the
+/// rest, with the trailers read. A body larger than that is unreadable;
+/// one the budget cannot pay for now is unpaid (and refused: it is never
+/// held unpaid).
+async fn read_upto(
+    mut body: OutBody,
+    pool: &Arc<tokio::sync::Semaphore>,
+    limit: usize,
+) -> (Read, Option<http::HeaderMap>, OutBody) {
     if body.is_end_stream() {
-        return (Read::NoBody, body);
+        return (Read::NoBody, None, body);
     }
-    let bill = match Bill::of(pool, MAX_RPC_BODY) {
+    let bill = match Bill::of(pool, limit) {
         Ok(bill) => bill,
-        Err(unpaid) => return (Read::Unpaid(unpaid), body),
+        Err(unpaid) => return (Read::Unpaid(unpaid), None, body),
     };
     let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut data: Vec<u8> = Vec::new();
+    let mut trailers: Option<http::HeaderMap> = None;
     let mut ended = false;
-    while data.len() <= MAX_RPC_BODY {
+    while data.len() <= limit {
         match body.frame().await {
             Some(Ok(frame)) => {
                 if let Some(d) = frame.data_ref() {
                     data.extend_from_slice(d);
                 }
+                if let Some(t) = frame.trailers_ref() {
+                    trailers
+                        .get_or_insert_with(http::HeaderMap::new)
+                        .extend(t.clone());
+                }
                 read.push_back(frame);
             }
             // The error is the client's own: it meets it again, as the
             // rest of the body, and the request is refused meanwhile.
-            Some(Err(_)) => return (Read::Unreadable, body),
+            Some(Err(_)) => return (Read::Unreadable, None, body),
             None => {
                 ended = true;
                 break;
@@ -346,7 +384,18 @@ async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (R
         (false, _) => Read::Unreadable,
     };
     let rest = (!ended).then_some(body);
-    (got, Prefixed::paid(read, rest, Some(bill)).boxed())
+    (
+        got,
+        trailers,
+        Prefixed::paid(read, rest, Some(bill)).boxed(),
+    )
+}
+
+/// A body with nothing in it, in place of one taken to be read.
+fn empty() -> OutBody {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// warden's refusal of a request on a ruled name that carries `header`,

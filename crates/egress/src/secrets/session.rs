@@ -420,6 +420,42 @@ where
     connection.await
 }
 
+/// How long opening a held request's own upstream connection may take.
+const REOPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A connection of its own to the address the session's upstream
+/// connection was made to (judged when it was), for a request a person
+/// answered about: made after the answer, so that a server that closed
+/// the session's idle connection meanwhile still gets it. It must speak
+/// the HTTP version of the session's (`like`), which the request was
+/// checked for (a GET's body is refused towards HTTP/1.1 only).
+async fn reopened(s: &Session, like: &Sender) -> Result<Sender, String> {
+    let Some(peer) = s.peer else {
+        return Err(format!("the upstream address of {} is unknown", s.name));
+    };
+    let opened = tokio::time::timeout(REOPEN_TIMEOUT, async {
+        let tcp = TcpStream::connect(peer)
+            .await
+            .map_err(|e| format!("cannot connect to {} ({peer}): {e}", s.name))?;
+        connect_tls(&s.term, tcp, &s.name).await
+    })
+    .await
+    .map_err(|_| {
+        format!(
+            "the upstream {} did not answer a new connection within {} s",
+            s.name,
+            REOPEN_TIMEOUT.as_secs()
+        )
+    })??;
+    if matches!(opened, Sender::H2(_)) != matches!(like, Sender::H2(_)) {
+        return Err(format!(
+            "the upstream {} speaks another HTTP version on a new connection than the one the request was checked for",
+            s.name
+        ));
+    }
+    Ok(opened)
+}
+
 async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Result<Sender, String> {
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|e| format!("{name} is not a TLS server name: {e}"))?;

@@ -1,7 +1,7 @@
 //! Ask rules through MCP: `warden mcp` over stdio with a real MCP client
 //! (the official SDK's, `rmcp`) that takes elicitation requests. A request
 //! an ask rule holds is put to the person as an elicitation that names
-//! the request (its method and path, the query's values never shown), and
+//! the request (its method and path, the query's values as sent), and
 //! the answer decides it: "allow" lets that one request reach the
 //! recording server, "allow always" lets it go unasked afterwards, a
 //! refusal keeps it from the server.
@@ -158,7 +158,7 @@ fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_th
         let out = post(1).await;
         assert!(out.contains("issue 1 200"), "{out}");
         assert!(
-            out.contains("send POST /issues/1?token=… to forge.test"),
+            out.contains("send POST /issues/1?token=s3cret [request sha256 "),
             "the model is told which request was asked about: {out}"
         );
         // "always": it goes, and later goes unasked.
@@ -180,11 +180,10 @@ fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_th
     for (q, n) in asked.iter().zip([1, 2, 3]) {
         assert!(
             q.contains(&format!(
-                "send POST /issues/{n}?token=… to forge.test:{port}"
-            )),
-            "the question names the request: {q}"
+                "send POST /issues/{n}?token=s3cret [request sha256 "
+            )) && q.contains(&format!("] to forge.test:{port}")),
+            "the question names the request as it is sent: {q}"
         );
-        assert!(!q.contains("s3cret"), "a query value was shown: {q}");
     }
     let seen = up.requests();
     let arrived = |path: &str| seen.iter().filter(|r| r.contains(path)).count();

@@ -4,19 +4,120 @@
 //! API). The request waits for the answer; nothing of it has gone
 //! upstream. The question shows everything the request was decided on
 //! (its [`AskScope`]: method, path, the query keys the rule looked at,
-//! each JSON-RPC call asked about). "once" lets this request go; "run"
+//! each JSON-RPC call asked about) and what it will send ([`Shown`]: its
+//! query's values, its body's length, type, digest and start, the whole
+//! request's digest), its body read whole for that ([`Hold`]): two
+//! questions that read alike are about byte-identical requests. "once"
+//! lets this request go; "run"
 //! (and a caller's "always") lets that same scope go for the rest of the
 //! run (the same tool, the same query values: another tool is asked
 //! about again); the owner's "always" does too, and is recorded so that
 //! the run's grants keep the rule stating that scope; "deny", no answer
-//! in time, or no one to ask refuse it. It never decides which requests
-//! are asked about (the rules do).
+//! in time, or no one to ask refuse it. Records keep the query's values
+//! redacted. It never decides which requests are asked about (the rules
+//! do).
 
-use super::super::Terminator;
+use super::super::{OutBody, Terminator};
+use super::{read_upto, Read};
 use crate::ask::{Answer, Question};
 use crate::decision::{Cause, Reason};
-use crate::requests::{redacted, AskScope, AskedRequest};
+use crate::requests::{redacted, AskScope, AskedRequest, Held, Shown};
 use warden_policy::trust::Trust;
+
+/// The largest body a held request may have: it is read whole (paid from
+/// the proxy's memory budget while it waits) for its question to show
+/// its digest and start; a larger one is refused, never asked about
+/// blind.
+pub(super) const MAX_HELD_BODY: usize = 1 << 20;
+
+/// A request the rules may hold: its head and body, what was read of the
+/// body to decide it, and what its question shows once made.
+pub(in crate::secrets) struct Hold<'a> {
+    pub(super) parts: &'a http::request::Parts,
+    /// The normalised path (what the upstream gets).
+    pub(super) path: &'a str,
+    /// The body as it goes on (what was read of it put back in front).
+    pub(super) body: OutBody,
+    /// The whole body and its trailers, when it was read whole to decide
+    /// it (or has none).
+    pub(super) read: Option<(Vec<u8>, Option<http::HeaderMap>)>,
+    shown: Option<Shown>,
+    /// A person answered about it: it goes on an upstream connection
+    /// opened after the answer.
+    pub(super) answered: bool,
+}
+
+impl<'a> Hold<'a> {
+    pub(super) fn new(
+        parts: &'a http::request::Parts,
+        path: &'a str,
+        body: OutBody,
+        read: Option<(Vec<u8>, Option<http::HeaderMap>)>,
+    ) -> Hold<'a> {
+        Hold {
+            parts,
+            path,
+            body,
+            read,
+            shown: None,
+            answered: false,
+        }
+    }
+
+    /// What its question shows, its body read whole first (at most
+    /// [`MAX_HELD_BODY`] bytes); why not, when it cannot be.
+    async fn shown(&mut self, term: &Terminator) -> Result<Shown, (Reason, String)> {
+        if let Some(s) = &self.shown {
+            return Ok(s.clone());
+        }
+        let (parts, path) = (self.parts, self.path);
+        let what = || format!("{} {path}", parts.method);
+        let (data, trailers) = match self.read.take() {
+            Some(known) => known,
+            None => {
+                let body = std::mem::replace(&mut self.body, super::empty());
+                let (read, trailers, body) =
+                    read_upto(body, &term.decode_memory, MAX_HELD_BODY).await;
+                self.body = body;
+                match read {
+                    Read::NoBody => (Vec::new(), trailers),
+                    Read::Body(data) => (data, trailers),
+                    Read::Unpaid(unpaid) => {
+                        return Err((
+                            Reason::MemoryBudget,
+                            format!(
+                                "refused: {}: the proxy's memory budget ({} MiB) is spent: no room to hold its body for a person to be shown ({} KiB)",
+                                what(),
+                                crate::proxy::MEMORY_BUDGET_KIB / 1024,
+                                unpaid.0
+                            ),
+                        ))
+                    }
+                    Read::Unreadable => {
+                        return Err((
+                            Reason::HeldBodyTooLarge,
+                            format!(
+                                "refused: {} is held by a request rule that asks, and its body is larger than {} KiB (or ended with an error): a person could not be shown what it sends",
+                                what(),
+                                MAX_HELD_BODY / 1024
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        let shown = Shown::of(&Held {
+            method: self.parts.method.as_str(),
+            path: self.path,
+            query: self.parts.uri.query(),
+            headers: &self.parts.headers,
+            trailers: trailers.as_ref(),
+            body: &data,
+        });
+        self.shown = Some(shown.clone());
+        Ok(shown)
+    }
+}
 
 /// The rule recorded for a request the owner allowed "always": the
 /// grants keep its entry ([`Cause::entry`]) as a request rule.
@@ -41,41 +142,87 @@ fn cause(reason: Reason, entry: &Option<String>) -> Cause {
     }
 }
 
-/// Put the request `scope` states (whose query as sent is `query`), which
-/// the ask rule `rule` holds, to the sandbox's asker. The question shows
-/// all of the scope (its query's values redacted); an answer for the run
-/// or for good covers that scope and nothing else.
-pub(in crate::secrets) async fn ask(
-    term: &Terminator,
+/// The request `scope` states (whose query as sent is `query`), held by
+/// the ask rule `rule`, as its question and records say it: the records'
+/// line (values redacted) and the question's request (`shown`: what it
+/// sends).
+fn asked(
     scope: &AskScope,
     query: Option<&str>,
     rule: &str,
-) -> Asked {
-    let (method, name) = (scope.method.as_str(), scope.name.as_str());
-    let entry = scope.entry();
-    // What a record proposes never holds a query value (values may be
-    // tokens, and records redact them); only the grant an owner's
-    // "always" keeps states the value it was asked about.
-    let proposed = entry.clone().filter(|_| scope.query.is_empty());
+    shown: Option<Shown>,
+) -> (String, AskedRequest) {
     let request = AskedRequest {
-        method: method.to_string(),
+        method: scope.method.clone(),
         target: redacted(&scope.path, query),
+        shown,
         rule: rule.to_string(),
         rpc: scope.rpc.clone(),
         unread_body: scope.unread_body,
         body_params: scope.body_params,
     };
-    let what = format!("{method} {name}{}{}", request.target, request.calls());
+    let what = format!(
+        "{} {}{}{}",
+        scope.method,
+        scope.name,
+        request.target,
+        request.calls()
+    );
+    (what, request)
+}
+
+/// How the request `scope` states comes out without a person: allowed
+/// by an answer for the run, or refused with no one to ask; `None` when
+/// it is to be asked.
+fn unasked(term: &Terminator, scope: &AskScope, query: Option<&str>, rule: &str) -> Option<Asked> {
+    let (what, _) = asked(scope, query, rule, None);
     let granted = term
         .granted_requests
         .lock()
         .is_ok_and(|g| g.contains(scope));
     if granted {
-        return Asked::Allowed(
+        // What a record proposes never holds a query value.
+        let proposed = scope.entry().filter(|_| scope.query.is_empty());
+        return Some(Asked::Allowed(
             cause(Reason::RequestAskedForRun, &proposed),
             format!("asked: {what} allowed for this run"),
-        );
+        ));
     }
+    if term.asker.is_none() {
+        return Some(Asked::Refused(
+            Cause::new(Reason::RequestNotAsked),
+            format!("the request rule {rule:?} asks about {what}, and there is no terminal or approvals desk to ask on"),
+        ));
+    }
+    None
+}
+
+/// Put the request `scope` states (whose query as sent is `query`, and
+/// which `hold` holds), held by the ask rule `rule`, to the sandbox's
+/// asker, unless an answer for the run covers it or no one can be asked.
+/// The question shows all of the scope and what the request sends; an
+/// answer for the run or for good covers that scope and nothing else.
+pub(in crate::secrets) async fn ask(
+    term: &Terminator,
+    scope: &AskScope,
+    query: Option<&str>,
+    rule: &str,
+    hold: &mut Hold<'_>,
+) -> Asked {
+    if let Some(settled) = unasked(term, scope, query, rule) {
+        return settled;
+    }
+    let name = scope.name.as_str();
+    let entry = scope.entry();
+    // What a record proposes never holds a query value (values may be
+    // tokens, and records redact them); only the grant an owner's
+    // "always" keeps states the value it was asked about.
+    let proposed = entry.clone().filter(|_| scope.query.is_empty());
+    let shown = match hold.shown(term).await {
+        Ok(shown) => shown,
+        Err((reason, why)) => return Asked::Refused(cause(reason, &None), why),
+    };
+    let (what, request) = asked(scope, query, rule, Some(shown));
     let Some(asker) = term.asker.clone() else {
         return Asked::Refused(
             Cause::new(Reason::RequestNotAsked),
@@ -91,6 +238,7 @@ pub(in crate::secrets) async fn ask(
     let (answer, trust) = tokio::task::spawn_blocking(move || asker.ask_trusted(&question))
         .await
         .unwrap_or((Answer::Deny, Trust::Caller));
+    hold.answered = answer != Answer::Deny;
     // An answer beyond "once" covers the scope for the run, when a scope
     // can stand for more than this request.
     let grant = || {

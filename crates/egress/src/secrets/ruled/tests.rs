@@ -467,8 +467,22 @@ impl Scripted {
         })
     }
 
+    /// The lines asked, each without what follows its calls (its body
+    /// and digest: see `shown_questions`).
     fn asked(&self) -> Vec<String> {
-        self.asked.lock().unwrap().clone()
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let cut = [" [body: ", " [request sha256 "]
+                    .iter()
+                    .filter_map(|m| l.find(m))
+                    .min()
+                    .unwrap_or(l.len());
+                l[..cut].to_string()
+            })
+            .collect()
     }
 }
 
@@ -577,12 +591,22 @@ async fn a_run_answer_about_a_query_value_covers_that_value_only() {
     assert_eq!(
         asker.asked(),
         [
-            "GET /ok?action=…",
-            "GET /ok?action=…",
-            "GET /ok?action=…&Action=…",
-            "GET /ok?action=…&action[]=…"
-        ]
+            "GET /ok?action=read",
+            "GET /ok?action=delete",
+            "GET /ok?action=read&Action=delete",
+            "GET /ok?action=read&action[]=delete"
+        ],
+        "the question shows the values the request sends"
     );
+    // The records keep them redacted.
+    let details: Vec<String> = rig
+        .decisions
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| d.detail.clone())
+        .collect();
+    assert!(details.iter().all(|d| !d.contains("delete")), "{details:?}");
     assert_eq!(
         rig.seen(),
         ["GET /ok?action=read", "GET /ok?action=read&page=2"]
@@ -618,4 +642,43 @@ async fn a_tool_call_no_rule_allows_proposes_the_rule_for_that_call_only() {
             rig.port
         ))]
     );
+}
+
+/// A held request whose body is too large to read whole cannot be shown
+/// to a person (its digest is of all of it): it is refused with 413,
+/// never asked about blind, and never reaches the server; one within the
+/// bound is asked about with its length, digest and start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_body_too_large_to_show_is_refused_unasked_and_one_within_is_shown() {
+    use crate::ask::Answer;
+    let asker = Scripted::new(&[Answer::Once]);
+    let rig = rig_asking(
+        &[(RequestAction::Ask, "POST api.test:PORT/upload")],
+        Some(asker.clone()),
+    )
+    .await;
+    let post = |body: &str| {
+        format!(
+            "POST /upload HTTP/1.1\r\nHost: HOST\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let large = "x".repeat(super::ask::MAX_HELD_BODY + 1);
+    let refused = rig.raw(&post(&large)).await;
+    assert!(refused.starts_with("HTTP/1.1 413"), "{refused:.300}");
+    assert!(refused.contains("held_body_too_large"), "{refused:.300}");
+    assert!(asker.asked().is_empty(), "{:?}", asker.asked());
+    let small = rig.raw(&post("hello\x1b[2J")).await;
+    assert!(small.starts_with("HTTP/1.1 200"), "{small}");
+    let full = asker.asked.lock().unwrap().clone();
+    assert_eq!(full.len(), 1, "{full:?}");
+    assert!(
+        full[0].starts_with("POST /upload [body: 9 bytes, text/plain, sha256 "),
+        "{full:?}"
+    );
+    assert!(
+        full[0].contains(": hello%1B[2J] [request sha256 "),
+        "{full:?}"
+    );
+    assert_eq!(rig.seen(), ["POST /upload"]);
 }

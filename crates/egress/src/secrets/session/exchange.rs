@@ -128,8 +128,11 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     }
     // The name's request rules decide on that path (and, where a rule
     // names JSON-RPC methods, on the start of the body).
-    let ruled::Let { body, tally } =
-        ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
+    let ruled::Let {
+        body,
+        tally,
+        answered,
+    } = ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
     // The sandbox's own bytes, before any placeholder is substituted.
     let body = scanned_body(s, &parts, body).await?;
     let mut substituted: Vec<usize> = Vec::new();
@@ -152,6 +155,22 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     if websocket {
         return upgraded(s, parts, (headers, target, body), tally).await;
     }
+    // A person took their time: the server may have closed the
+    // connection opened before the question for want of a request. The
+    // request goes on one opened now, once, never sent twice.
+    let reopened;
+    let upstream = if answered {
+        reopened = super::reopened(s, upstream).await.map_err(|why| {
+            answer(
+                StatusCode::BAD_GATEWAY,
+                Reason::UpstreamFailed,
+                format!("warden: {why}\n"),
+            )
+        })?;
+        &reopened
+    } else {
+        upstream
+    };
     let request = Outgoing {
         parts,
         headers,
