@@ -123,6 +123,15 @@ pub fn host_git_includes() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The owner's home, as the binary read it (`warden_jail::settings`),
+/// with its links resolved: what git expands `~/` to in a work-tree git
+/// file (`include.path = ~/...`), handed to the review so that no
+/// library reads it from the environment.
+pub fn owner_home() -> Option<PathBuf> {
+    let home = warden_jail::settings::Settings::current().home.clone()?;
+    Some(std::fs::canonicalize(&home).unwrap_or(home))
+}
+
 /// What a review of `paths` (all when empty) computes.
 pub fn diff_options(sb: &Sandbox, paths: Vec<PathBuf>, content: bool) -> DiffOptions {
     DiffOptions {
@@ -134,6 +143,7 @@ pub fn diff_options(sb: &Sandbox, paths: Vec<PathBuf>, content: bool) -> DiffOpt
         runs_on_host: runs_on_host(sb),
         host_hooks_paths: host_git_hooks(),
         host_git_includes: host_git_includes(),
+        owner_home: owner_home(),
     }
 }
 
@@ -268,6 +278,7 @@ pub fn commit(
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
+            owner_home: owner_home(),
             include_ignored,
         },
         &mut |_| Decision::Apply,

@@ -75,6 +75,8 @@ pub struct CommitOptions {
     /// Host paths the host's own git config includes, as for a diff
     /// ([`DiffOptions::host_git_includes`]).
     pub host_git_includes: Vec<PathBuf>,
+    /// The owner's home, as for a diff ([`DiffOptions::owner_home`]).
+    pub owner_home: Option<PathBuf>,
     /// Offer changes the workspace's own ignore files ignore too
     /// ([`Change::ignored`]); without it they are left in the layer and
     /// counted in [`CommitReport::ignored`].
@@ -204,6 +206,7 @@ impl Locked<'_> {
                 .collect(),
             host_hooks_paths: opts.host_hooks_paths.clone(),
             host_git_includes: opts.host_git_includes.clone(),
+            owner_home: opts.owner_home.clone(),
         };
         let plain = meta.layout == Layout::Copy;
         // The real workspace, opened and checked once: what the commit
@@ -702,6 +705,7 @@ fn clean_upper(upper: &Path, workspace: &Path, real: &crate::beneath::Tree, appl
             runs_on_host: Vec::new(),
             host_hooks_paths: Vec::new(),
             host_git_includes: Vec::new(),
+            owner_home: None,
         };
         if diff::diff_real(upper, workspace, real, &opts, false).is_ok_and(|left| left.is_empty()) {
             if let Ok((parent, name)) = layer.parent(&dir) {

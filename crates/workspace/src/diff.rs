@@ -94,6 +94,11 @@ pub struct DiffOptions {
     /// [`crate::host_config_includes`]): one in the workspace, and the
     /// work-tree files it includes, are flagged `git-config`.
     pub host_git_includes: Vec<PathBuf>,
+    /// The owner's home, as the front door knows it (never read from the
+    /// environment here): git expands `~/` in a path a work-tree git file
+    /// names (`include.path = ~/...`, `core.hooksPath`) with it, so a
+    /// work-tree file reached that way is judged as one git reads.
+    pub owner_home: Option<PathBuf>,
 }
 
 impl Default for DiffOptions {
@@ -107,6 +112,7 @@ impl Default for DiffOptions {
             runs_on_host: Vec::new(),
             host_hooks_paths: Vec::new(),
             host_git_includes: Vec::new(),
+            owner_home: None,
         }
     }
 }
@@ -278,6 +284,7 @@ fn finish(
         runs_on_host: &runs_on_host,
         host_hooks: &opts.host_hooks_paths,
         host_includes: &opts.host_git_includes,
+        home: opts.owner_home.as_deref(),
     };
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
     // What the real workspace's own ignore files leave out (a flagged

@@ -188,6 +188,21 @@ fn link_flags(path: &Path, target: Option<&Path>, out: &mut Vec<Flag>) -> bool {
     named
 }
 
+/// The rules and reasons of every row a symbolic link's chain reaches
+/// when it ends at `end` (relative to the workspace, every link on the
+/// way followed as the host follows it): a row of [`SENSITIVE`] (at any
+/// depth: a link reads as a path wherever it stands) or of
+/// [`crate::hostexec::TOOLS`] that covers `end`.
+pub(crate) fn reached(end: &Path) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = SENSITIVE
+        .iter()
+        .filter(|(pattern, ..)| matches_sensitive(end, pattern, Depth::Anywhere))
+        .map(|(_, _, rule, reason)| (*rule, *reason))
+        .collect();
+    out.extend(crate::hostexec::reasons(end).map(|r| ("host-exec", r)));
+    out
+}
+
 fn link_flag(rule: &'static str, reason: &str) -> Flag {
     Flag {
         rule,

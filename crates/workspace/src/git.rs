@@ -50,6 +50,9 @@ pub(crate) struct Repos<'a> {
     /// Host paths the host's own git config (global, system) includes
     /// (see [`host_config_includes`]): git reads them in every repository.
     host_includes: &'a [PathBuf],
+    /// The owner's home, as the front door passed it: git expands `~/`
+    /// with it.
+    home: Option<&'a Path>,
     git_dirs: HashMap<PathBuf, bool>,
     hooks: HashMap<PathBuf, Vec<PathBuf>>,
     included: HashMap<PathBuf, Vec<PathBuf>>,
@@ -61,11 +64,13 @@ impl<'a> Repos<'a> {
         view: View<'a>,
         host_hooks: &'a [String],
         host_includes: &'a [PathBuf],
+        home: Option<&'a Path>,
     ) -> Repos<'a> {
         Repos {
             view,
             host_hooks,
             host_includes,
+            home,
             git_dirs: HashMap::new(),
             hooks: HashMap::new(),
             included: HashMap::new(),
@@ -205,9 +210,8 @@ impl<'a> Repos<'a> {
             for c in configs {
                 self.config_values(&c, "core", "hookspath", 0, &mut values);
             }
-            for value in values {
-                let hooks = PathBuf::from(value);
-                if let Resolved::Inside(dir) = self.view.walk(top, &hooks, true).end {
+            for hooks in values.iter().flat_map(|v| self.expand(top, v)) {
+                if let Resolved::Inside(dir) = self.view.walk(Path::new(""), &hooks, true).end {
                     if dir.file_name().is_some_and(|n| n == "_") {
                         if let Some(parent) = dir.parent() {
                             out.push(parent.to_path_buf());
@@ -259,26 +263,89 @@ impl<'a> Repos<'a> {
         let Some(text) = self.read(path) else { return };
         for (sec, k, value) in parse_config(&text) {
             let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
-            if !include || value.starts_with('~') {
+            if !include {
                 continue;
             }
-            let inc = Path::new(&value);
-            let inc = if inc.is_absolute() {
-                match inc.strip_prefix(self.view.workspace) {
-                    Ok(rel) => rel.to_path_buf(),
-                    Err(_) => continue,
+            let dir = path.parent().unwrap_or(Path::new(""));
+            for inc in self.expand(dir, &value) {
+                let Some(inc) = self.inside(&inc) else {
+                    continue;
+                };
+                if let Some(named) = fold(&inc) {
+                    out.push(named);
                 }
-            } else {
-                path.parent().unwrap_or(Path::new("")).join(inc)
-            };
-            if let Some(named) = fold(&inc) {
-                out.push(named);
+                if let Resolved::Inside(p) = self.view.walk(Path::new(""), &inc, true).end {
+                    out.push(p);
+                }
+                self.includes(&inc, depth + 1, out);
             }
-            if let Resolved::Inside(p) = self.view.walk(Path::new(""), &inc, true).end {
-                out.push(p);
-            }
-            self.includes(&inc, depth + 1, out);
         }
+    }
+
+    /// Where a path-valued setting `value` of a work-tree git file (an
+    /// include's path, a hooks directory) sends git, from the directory
+    /// `dir` (relative) it is taken against: relative paths of the
+    /// workspace, or absolute ones (which may lie in it). As git's
+    /// `interpolate_path` reads it: a leading `~/` (or a bare `~`) is the
+    /// owner's home as the door passed it, never a variable read here.
+    /// Broader than git where that only adds flags: `~user/` is taken
+    /// against the owner's home and every directory above the workspace
+    /// and the workspace itself (any of them may be that user's home, and
+    /// the user database is not the sandbox's to name), and `$HOME/`
+    /// (`${HOME}/`), which git leaves as written, is taken both as written
+    /// and as the home.
+    fn expand(&self, dir: &Path, value: &str) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let home = self.home.map(Path::to_path_buf);
+        if let Some(rest) = value.strip_prefix('~') {
+            let (user, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let tail = tail.trim_start_matches('/');
+            let mut homes: Vec<PathBuf> = home.into_iter().collect();
+            if !user.is_empty() {
+                homes.extend(self.view.workspace.ancestors().map(Path::to_path_buf));
+            }
+            for h in homes {
+                out.push(if tail.is_empty() { h } else { h.join(tail) });
+            }
+            return out;
+        }
+        for var in ["$HOME", "${HOME}"] {
+            let rest = value
+                .strip_prefix(var)
+                .filter(|r| r.is_empty() || r.starts_with('/'));
+            if let (Some(rest), Some(h)) = (rest, &home) {
+                let tail = rest.trim_start_matches('/');
+                out.push(if tail.is_empty() {
+                    h.clone()
+                } else {
+                    h.join(tail)
+                });
+            }
+        }
+        let p = Path::new(value);
+        out.push(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            dir.join(p)
+        });
+        out
+    }
+
+    /// `p` as a path relative to the workspace: itself when relative, the
+    /// rest below the workspace when absolute (as written, else with `.`
+    /// and `..` folded); `None` for a host path outside the workspace.
+    fn inside(&self, p: &Path) -> Option<PathBuf> {
+        if !p.is_absolute() {
+            return Some(p.to_path_buf());
+        }
+        if let Ok(rel) = p.strip_prefix(self.view.workspace) {
+            return Some(rel.to_path_buf());
+        }
+        let folded = fold_absolute(p)?;
+        folded
+            .strip_prefix(self.view.workspace)
+            .ok()
+            .map(Path::to_path_buf)
     }
 
     fn common_dir(&self, gitdir: &Path) -> Option<PathBuf> {
@@ -329,16 +396,12 @@ impl<'a> Repos<'a> {
         for (sec, k, value) in parse_config(&text) {
             let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
             if include {
-                if value.starts_with('~') {
-                    continue;
+                let dir = path.parent().unwrap_or(Path::new(""));
+                for inc in self.expand(dir, &value) {
+                    if let Some(inc) = self.inside(&inc) {
+                        self.config_values(&inc, section, key, depth + 1, out);
+                    }
                 }
-                let inc = Path::new(&value);
-                let inc = if inc.is_absolute() {
-                    inc.to_path_buf()
-                } else {
-                    path.parent().unwrap_or(Path::new("")).join(inc)
-                };
-                self.config_values(&inc, section, key, depth + 1, out);
             } else if sec == section && k == key {
                 out.push(value);
             }

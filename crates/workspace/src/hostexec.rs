@@ -105,21 +105,30 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The reasons of every row of [`TOOLS`] that `path` matches.
-pub(crate) fn reasons(path: &Path) -> impl Iterator<Item = &'static str> + '_ {
+pub(crate) fn reasons(path: &Path) -> impl Iterator<Item = &'static str> {
+    // Each directory's view of the path, made once for every row.
+    let tails = tails(path);
     TOOLS
         .iter()
-        .filter(move |(pattern, _)| matches(path, pattern))
+        .filter(move |(pattern, _)| tails.iter().any(|t| hit(t, pattern)))
         .map(|(_, reason)| *reason)
+}
+
+/// `path` as seen from each of its directories (`a/b/c`, `b/c`, `c`).
+fn tails(path: &Path) -> Vec<PathBuf> {
+    let comps: Vec<Component> = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    (0..comps.len())
+        .map(|i| comps[i..].iter().collect())
+        .collect()
 }
 
 /// Whether `path` (relative to the workspace) is covered by `pattern` in
 /// any of its directories.
 pub(crate) fn matches(path: &Path, pattern: &str) -> bool {
-    let comps: Vec<Component> = path
-        .components()
-        .filter(|c| matches!(c, Component::Normal(_)))
-        .collect();
-    (0..comps.len()).any(|i| hit(&comps[i..].iter().collect::<PathBuf>(), pattern))
+    tails(path).iter().any(|t| hit(t, pattern))
 }
 
 /// Whether a symbolic link at `link` redirects what `pattern` covers: it
@@ -205,7 +214,24 @@ fn hit(p: &Path, pattern: &str) -> bool {
         require_literal_separator: true,
         require_literal_leading_dot: false,
     };
-    glob::Pattern::new(pattern).is_ok_and(|g| g.matches_path_with(p, opts))
+    match globs().iter().find(|(row, _)| *row == pattern) {
+        Some((_, g)) => g.matches_path_with(p, opts),
+        None => glob::Pattern::new(pattern).is_ok_and(|g| g.matches_path_with(p, opts)),
+    }
+}
+
+/// The glob rows of [`TOOLS`], compiled once: a review follows every link
+/// of the tree and judges where each ends.
+fn globs() -> &'static [(&'static str, glob::Pattern)] {
+    static GLOBS: std::sync::OnceLock<Vec<(&'static str, glob::Pattern)>> =
+        std::sync::OnceLock::new();
+    GLOBS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .filter(|(row, _)| row.contains('*'))
+            .filter_map(|(row, _)| glob::Pattern::new(row).ok().map(|g| (*row, g)))
+            .collect()
+    })
 }
 
 #[cfg(test)]

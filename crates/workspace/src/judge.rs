@@ -50,6 +50,9 @@ pub(crate) struct Trees<'a> {
     pub(crate) host_hooks: &'a [String],
     /// Host paths the host's own git config includes.
     pub(crate) host_includes: &'a [PathBuf],
+    /// The owner's home, as the front door passed it: what `~/` in a
+    /// work-tree git file names.
+    pub(crate) home: Option<&'a Path>,
 }
 
 fn flag(rule: &'static str, reason: String) -> Flag {
@@ -78,15 +81,25 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     };
     let after = View::merged(&upper, lower, t.overlay, t.lower);
     let before = View::real(lower, t.lower);
-    links(&after, &before, changes);
-    let mut repos_after = Repos::new(after, t.host_hooks, t.host_includes);
-    let mut repos_before = Repos::new(before, t.host_hooks, t.host_includes);
+    let ends = links(&after, &before, changes);
+    let mut repos_after = Repos::new(after, t.host_hooks, t.host_includes, t.home);
+    let mut repos_before = Repos::new(before, t.host_hooks, t.host_includes, t.home);
+    // Where every link of the tree ends, read only when a binary asset
+    // changed: the names links give it.
+    let mut aliases: Option<BTreeMap<PathBuf, Vec<PathBuf>>> = ends;
     for c in changes.iter_mut() {
         let mut found = Vec::new();
         git(&mut repos_after, &mut repos_before, c, &mut found);
         hooks(&mut repos_after, &mut repos_before, c, &mut found);
         included(&mut repos_after, &mut repos_before, c, &mut found);
         found.extend(crate::unseen::flag(lower, &upper, c));
+        if found.iter().all(|f| f.rule != crate::unseen::BINARY) && crate::unseen::asset_by_name(c)
+        {
+            let names = aliases.get_or_insert_with(|| link_ends(&after));
+            if let Some(f) = names.get(&c.path).and_then(|n| crate::unseen::renamed(n)) {
+                found.push(f);
+            }
+        }
         if let Some(f) = npm(t, c) {
             found.push(f);
         }
@@ -117,7 +130,14 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
 /// way is followed; and followed through the real tree alone, as it is when
 /// the link is committed without the other changes), and a changed link
 /// that sends another link of the tree out.
-fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
+///
+/// Where every link of the tree ends, when this read them all: the names
+/// links give a file ([`crate::unseen::renamed`]).
+fn links(
+    after: &View<'_>,
+    before: &View<'_>,
+    changes: &mut [Change],
+) -> Option<BTreeMap<PathBuf, Vec<PathBuf>>> {
     let changed: BTreeSet<PathBuf> = changes
         .iter()
         .filter(|c| c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Symlink))
@@ -134,9 +154,12 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
         .map(|c| c.path.clone())
         .collect();
     if changed.is_empty() && created.is_empty() {
-        return;
+        return None;
     }
+    let mut ends: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
     let mut reasons: BTreeMap<PathBuf, String> = BTreeMap::new();
+    // Rows of git, CI and the host's tools a changed link's chain reaches.
+    let mut reach: BTreeMap<PathBuf, Vec<Flag>> = BTreeMap::new();
     for link in &changed {
         let target = changes
             .iter()
@@ -144,6 +167,9 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
             .and_then(|c| c.new.as_ref())
             .and_then(|n| n.target.clone());
         let walk = after.follow_link(link);
+        if let Resolved::Inside(to) = &walk.end {
+            ends.entry(to.clone()).or_default().push(link.clone());
+        }
         let alone = target
             .as_deref()
             .map(|t| before.walk(link.parent().unwrap_or(Path::new("")), t, true));
@@ -172,6 +198,31 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
         if let Some(why) = why {
             reasons.insert(link.clone(), why);
         }
+        // Where the chain ends, followed link by link as the host follows
+        // it (relative and absolute texts, `..` after a link, links to
+        // links, at most 40), after the commit and committed alone: a
+        // link to a link to `.claude` is a link to `.claude`.
+        let ends = [
+            (&walk.end, walk.links.get(1..).unwrap_or(&[]), ""),
+            (
+                alone.as_ref().map_or(&Resolved::Nowhere, |a| &a.end),
+                alone.as_ref().map_or(&[][..], |a| &a.links[..]),
+                ", committed without the changes on its way,",
+            ),
+        ];
+        for (end, via, when) in ends {
+            let Resolved::Inside(to) = end else { continue };
+            for (rule, reason) in flags::reached(to) {
+                reach.entry(link.clone()).or_default().push(flag(
+                    rule,
+                    format!(
+                        "a symbolic link that{when} leads to {}{}: {reason}",
+                        crate::printable_path(to),
+                        through(via)
+                    ),
+                ));
+            }
+        }
     }
     // Links already in the tree that a changed link or a new directory now
     // sends out (and that did not lead out before). This reads every link
@@ -180,6 +231,11 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
     let all = after.links();
     for other in all.iter().filter(|l| !changed.contains(*l)) {
         let walk = after.follow_link(other);
+        if let Resolved::Inside(to) = &walk.end {
+            ends.entry(to.clone()).or_default().push(other.clone());
+            redirected(before, other, to, &walk, &changed, &created, &mut reach);
+            continue;
+        }
         let Resolved::Outside(to) = &walk.end else {
             continue;
         };
@@ -206,7 +262,70 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
         if let Some(why) = reasons.remove(&c.path) {
             c.flags.push(flag("symlink-escape", why));
         }
+        for f in reach.remove(&c.path).unwrap_or_default() {
+            // A link's own text already named the row: that flag says it.
+            if !c.flags.iter().any(|have| have.rule == f.rule) {
+                c.flags.push(f);
+            }
+        }
     }
+    Some(ends)
+}
+
+/// A link already in the tree, `other`, that now ends at `to`: when that
+/// reaches a row of git, CI or the host's tools it did not reach before
+/// the sandbox ran, the changed links and new directories on its way are
+/// what sent it there (the host's `x -> a/b` once `a` is made a link
+/// into `.claude`).
+fn redirected(
+    before: &View<'_>,
+    other: &Path,
+    to: &Path,
+    walk: &crate::view::Walk,
+    changed: &BTreeSet<PathBuf>,
+    created: &BTreeSet<PathBuf>,
+    reach: &mut BTreeMap<PathBuf, Vec<Flag>>,
+) {
+    let rows = flags::reached(to);
+    if rows.is_empty() {
+        return;
+    }
+    let was = match before.follow_link(other).end {
+        Resolved::Inside(p) => flags::reached(&p),
+        _ => Vec::new(),
+    };
+    let rows: Vec<_> = rows.into_iter().filter(|r| !was.contains(r)).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let culprits = walk
+        .links
+        .iter()
+        .filter(|l| changed.contains(*l))
+        .chain(walk.dirs.iter().filter(|d| created.contains(*d)));
+    for via in culprits {
+        for (rule, reason) in &rows {
+            reach.entry(via.clone()).or_default().push(flag(
+                rule,
+                format!(
+                    "this change sends the link {} to {}: {reason}",
+                    crate::printable_path(other),
+                    crate::printable_path(to)
+                ),
+            ));
+        }
+    }
+}
+
+/// Every link of `view` by the path its chain ends at in the workspace.
+fn link_ends(view: &View<'_>) -> BTreeMap<PathBuf, Vec<PathBuf>> {
+    let mut out: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
+    for link in view.links() {
+        if let Resolved::Inside(to) = view.follow_link(&link).end {
+            out.entry(to).or_default().push(link);
+        }
+    }
+    out
 }
 
 fn through(links: &[PathBuf]) -> String {

@@ -276,6 +276,31 @@ pub(crate) fn flag(real: &Tree, layer: &Tree, c: &Change) -> Option<Flag> {
     )))
 }
 
+/// Whether `c` is a binary change whose content was read and which only
+/// its asset's name leaves unflagged: the names symbolic links give it
+/// must be judged too ([`renamed`]).
+pub(crate) fn asset_by_name(c: &Change) -> bool {
+    let read = matches!(
+        &c.content,
+        Some(Content::Binary { old_size, new_size }) if (*old_size).max(*new_size) <= TEXT_DIFF_LIMIT
+    );
+    read && c.kind != ChangeKind::Mode
+        && c.new.as_ref().is_some_and(|n| n.kind == EntryKind::File)
+        && asset(&c.path)
+}
+
+/// The `binary` flag of an asset-named binary change that symbolic links
+/// reach under `names` (their own paths, every link of a chain followed):
+/// a link `config -> logo.png` is what node's `require("./config")`
+/// loads, so the file is judged by every name it has.
+pub(crate) fn renamed(names: &[std::path::PathBuf]) -> Option<Flag> {
+    let other = names.iter().find(|n| !asset(n))?;
+    Some(binary(format!(
+        "an asset by its own name, but the symbolic link {} gives it a name the host may load and run (node's require(\"./config\") follows a link `config` to it): the review shows only `binary files differ`, none of its content",
+        crate::printable_path(other)
+    )))
+}
+
 /// Whether the name of `path` says it is an asset the host never runs.
 fn asset(path: &Path) -> bool {
     path.extension()

@@ -237,7 +237,7 @@ pub(crate) use warden_workspace::printable;
 // `run --overlay` sandbox keeps them in its metadata, which the library
 // reads itself), and the host's own git hooks paths: one rule for every
 // front door.
-use warden_runtime::review::{host_git_hooks, host_git_includes, runs_on_host};
+use warden_runtime::review::{host_git_hooks, host_git_includes, owner_home, runs_on_host};
 
 /// Whether the sandbox still runs (its supervisor is alive, or a `warden
 /// run` holds its lock): its layer can still change.
@@ -317,6 +317,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
         host_git_includes: host_git_includes(),
+        owner_home: owner_home(),
     };
     let mut found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(&sb, &mut found, &owners_files(store));
@@ -454,6 +455,7 @@ fn preview(
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
+            owner_home: owner_home(),
         })
         .map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(sb, &mut changes, &owners_files(store));
@@ -551,6 +553,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
+            owner_home: owner_home(),
             include_ignored: args.ignored,
         },
         &mut decide,
@@ -671,6 +674,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
+            owner_home: owner_home(),
         })
         .map_err(|e| review_failed(name, e))?;
     if pending.is_empty() {

@@ -121,3 +121,98 @@ fn a_work_tree_file_the_owners_global_git_config_includes_is_flagged_and_not_com
         );
     }
 }
+
+/// Before: a work-tree file that the repository's own git config (or a
+/// file that config includes) names by `~` (`include.path =
+/// ~/src/app/tools/team.cfg`, under `includeIf "gitdir:~/src/"` too) was
+/// never followed, so a sandbox that wrote `core.fsmonitor` there was
+/// unflagged and a plain commit landed it: the owner's next `git status`
+/// ran the program. Now `~/` is the owner's home as the command line
+/// knows it, `~user/` is taken against every directory above the
+/// workspace (any may be that user's home), and each file reached is
+/// flagged `git-config`.
+#[test]
+fn a_work_tree_file_the_repositorys_config_includes_through_home_is_flagged_and_not_committed() {
+    let state = TempDir::new("homeinc-state");
+    let home = TempDir::new("homeinc-home");
+    let h = home.path();
+    let w = h.join("src/app");
+    std::fs::create_dir_all(w.join("tools")).unwrap();
+    for f in ["team.cfg", "local.cfg", "other.cfg", "deep.cfg"] {
+        std::fs::write(w.join("tools").join(f), "[alias]\n\tst = status\n").unwrap();
+    }
+    std::fs::write(w.join("a"), "a\n").unwrap();
+    if !git_in(&w, &["init", "-q"]) {
+        skip("git is not available");
+        return;
+    }
+    // The owner's repository config, and a work-tree file it includes
+    // that includes another by `~` in turn.
+    let mut config = std::fs::read_to_string(w.join(".git/config")).unwrap();
+    config.push_str(
+        "[include]\n\tpath = ~/src/app/tools/team.cfg\n[includeIf \"gitdir:~/src/\"]\n\tpath = ~/src/app/tools/local.cfg\n[include]\n\tpath = ~root/src/app/tools/other.cfg\n",
+    );
+    std::fs::write(w.join(".git/config"), config).unwrap();
+    std::fs::write(
+        w.join("tools/team.cfg"),
+        "[include]\n\tpath = ~/src/app/tools/deep.cfg\n",
+    )
+    .unwrap();
+    let fsmonitor = "[core]\\n\\tfsmonitor = \\\"touch /tmp/pwned; false\\\"\\n";
+    let files = [
+        "tools/team.cfg",
+        "tools/local.cfg",
+        "tools/other.cfg",
+        "tools/deep.cfg",
+    ];
+    let writes: Vec<String> = files
+        .iter()
+        .map(|f| format!("printf '{fsmonitor}' >> {f}"))
+        .collect();
+    let out = warden_home(
+        state.path(),
+        h,
+        &[
+            "run",
+            "--no-tty",
+            "--overlay",
+            "-w",
+            w.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &format!("{} && echo b > a", writes.join(" && ")),
+        ],
+    );
+    ok(&out);
+    let err = stderr(&out);
+    let name = err
+        .split("kept in sandbox ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("no sandbox named: {err}"))
+        .to_string();
+    let all = flag_rules(state.path(), h, &name);
+    for path in files {
+        assert!(
+            rules_of(&all, path).iter().any(|r| r == "git-config"),
+            "{path} is not flagged git-config: {all:?}"
+        );
+    }
+    assert!(rules_of(&all, "a").is_empty(), "{all:?}");
+    ok(&warden_home(
+        state.path(),
+        h,
+        &["diff", &name, "--color", "never"],
+    ));
+    let out = warden_home(state.path(), h, &["commit", &name]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    for path in files {
+        assert!(
+            !std::fs::read_to_string(w.join(path))
+                .unwrap()
+                .contains("fsmonitor"),
+            "{path} landed"
+        );
+    }
+}

@@ -101,6 +101,7 @@ mod review23_reviewer;
 mod review24_flags;
 mod review2_attacks;
 mod review_cost;
+mod review_link_chains;
 mod review_unshown;
 mod rootless_limits;
 mod sandbox_records;
