@@ -36,6 +36,9 @@ use warden_policy::{SecretSource, SecretSpec};
 
 use crate::pathwalk::walk;
 
+mod interpreters;
+use interpreters::{given, interpreter, is_wrapper, provably_pathless, Given};
+
 /// The reason code of a refusal to run a secret's program that lies where
 /// tokens may write.
 pub const SECRET_PROGRAM_WRITABLE: &str = "secret_program_writable";
@@ -76,6 +79,14 @@ const SETTERS: &[&str] = &[
 /// follows at most 4 levels itself).
 const MAX_INTERPRETERS: usize = 5;
 
+/// Shell lines read inside shell lines (`sh -c "bash -c '...'"`) before
+/// giving up: deeper is refused as unreadable.
+const MAX_NESTED: usize = 4;
+
+/// What a [`Refusal`] names when an interpreter other than a shell is
+/// given code inline.
+const INLINE: &str = "code it is given inline";
+
 /// A secret's program, or what it is given, lies where tokens may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -104,6 +115,7 @@ impl std::fmt::Display for Refusal {
             self.under.display(),
         );
         match self.unreadable {
+            Some(why) if what == INLINE => write!(f, "secret `{secret}`: {what}, `{path}`, is {why}; warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
             None => write!(f, "secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state"),
             Some(why) => write!(f, "secret `{secret}`: {what} `{path}` holds {why}, so the paths it names cannot be read for certain while sandboxes' changes may be written under {under}; name the program and its files by absolute paths (or `~`, `$HOME`), without a `cd`"),
         }
@@ -194,16 +206,98 @@ impl Checker<'_> {
                 self.path(&p, "an argument")?;
             }
             if shell {
-                self.script(arg)?;
+                self.script(arg, 0)?;
             }
             shell |= is_shell(arg);
+        }
+        self.commands(argv, 0)
+    }
+
+    /// The interpreters, shells and wrappers among `words` (an argv, or a
+    /// shell line's words) and what each is given, read by its row
+    /// ([`interpreters`]): inline code of a language warden does not read
+    /// is refused, a script is checked as the program is, and so is the
+    /// program a wrapper runs. `depth`: how many shell lines deep.
+    fn commands(&self, words: &[String], depth: usize) -> Result<(), Refusal> {
+        for (i, w) in words.iter().enumerate() {
+            let rest = &words[i + 1..];
+            if let Some(row) = interpreter(w) {
+                for g in given(row, rest) {
+                    match g {
+                        Given::Inline(code) if provably_pathless(row, code) => {}
+                        Given::Inline(code) => self.inline(code, row.why)?,
+                        Given::Script(file) => self.script_file(file)?,
+                    }
+                }
+            }
+            if is_shell(w) {
+                let mut inline = false;
+                for r in rest {
+                    // `sh get.sh`: bash looks for a script it cannot find
+                    // from its directory on the search path.
+                    if r.starts_with('-') {
+                        inline |= r.contains('c') && !r.starts_with("--");
+                        continue;
+                    }
+                    if !inline {
+                        self.script_file(r)?;
+                    }
+                    if depth > 0 {
+                        // A shell line inside a shell line.
+                        self.script(r, depth)?;
+                    }
+                }
+            }
+            if is_wrapper(w) {
+                for r in rest
+                    .iter()
+                    .filter(|r| !r.starts_with('-') && !is_assignment(r))
+                {
+                    let name = if r.contains('/') && !r.starts_with('/') {
+                        format!("{PROGRAM_DIR}{r}")
+                    } else {
+                        r.clone()
+                    };
+                    self.program(&name, "a program a wrapper runs", 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Code given inline to an interpreter whose language warden does not
+    /// read: refused while tokens may write anywhere.
+    fn inline(&self, code: &str, why: &'static str) -> Result<(), Refusal> {
+        let Some(under) = self.writable.first() else {
+            return Ok(());
+        };
+        Err(Refusal {
+            secret: self.secret.to_string(),
+            what: INLINE,
+            path: PathBuf::from(code),
+            under: under.clone(),
+            unreadable: Some(why),
+        })
+    }
+
+    /// A script file an interpreter or a shell is given, checked as the
+    /// program is: from the program's directory (`/`), and on the search
+    /// path for a bare name (bash looks there; so does `env`).
+    fn script_file(&self, file: &str) -> Result<(), Refusal> {
+        if file.is_empty() {
+            return Ok(());
+        }
+        let named = self.env.tilde(file).unwrap_or_else(|| file.to_string());
+        self.path(&Path::new(PROGRAM_DIR).join(&named), "a script it is given")?;
+        if !named.contains('/') {
+            self.program(&named, "a script it is given", 0)?;
         }
         Ok(())
     }
 
     /// An argument a shell may run as a script: its words as the shell
     /// reads them, each from `/` and from every directory it `cd`s to.
-    fn script(&self, arg: &str) -> Result<(), Refusal> {
+    fn script(&self, arg: &str, depth: usize) -> Result<(), Refusal> {
         let unreadable = |why: &'static str| Refusal {
             secret: self.secret.to_string(),
             what: "a shell script it is given",
@@ -211,6 +305,9 @@ impl Checker<'_> {
             under: self.writable.first().cloned().unwrap_or_default(),
             unreadable: Some(why),
         };
+        if depth >= MAX_NESTED {
+            return Err(unreadable("shell lines nested too deep to read"));
+        }
         let words = shell_words(arg, &self.env).map_err(unreadable)?;
         let mut dirs = vec![PathBuf::from(PROGRAM_DIR)];
         for (i, w) in words.iter().enumerate() {
@@ -238,7 +335,9 @@ impl Checker<'_> {
                 }
             }
         }
-        Ok(())
+        // The line's own commands: `python3 -c`, `env perl -e`, a shell
+        // line in it.
+        self.commands(&words, depth + 1)
     }
 
     /// The program, the links on the way to it, and its `#!` chain.
@@ -667,6 +766,75 @@ mod tests {
         );
         assert_eq!(code(&["sh", "-c", "exec $HOME/bin/get-token"]), Ok(()));
         assert_eq!(code(&["sh", "-c", "cd /etc && cat hostname"]), Ok(()));
+        warden_workspace::fsutil::remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn an_interpreter_given_code_inline_is_refused_and_its_script_is_checked_as_the_program() {
+        let t = std::env::temp_dir().join(format!("warden-secret-inline-{}", std::process::id()));
+        let _ = warden_workspace::fsutil::remove_tree(&t);
+        std::fs::create_dir_all(t.join("root/proj")).unwrap();
+        std::fs::create_dir_all(t.join("outside")).unwrap();
+        let t = t.canonicalize().unwrap();
+        let root = t.join("root");
+        let linked = t.join("outside/get.py");
+        std::os::unix::fs::symlink(root.join("proj/get.py"), &linked).unwrap();
+        let own = t.join("outside/own.py");
+        std::fs::write(&own, "print(1)\n").unwrap();
+        let writable = [root.clone()];
+        let code =
+            |argv: &[&str]| check_with(&[secret(argv)], &writable, &[]).map_err(|r| r.code());
+        let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
+        let w = Err(SECRET_PROGRAM_WRITABLE);
+        let py = "import subprocess; subprocess.run(['sh', chr(47).join(['', 'x'])])";
+        // Before: each of these ran, the path built where no word shows it.
+        assert_eq!(code(&["/usr/bin/python3", "-c", py]), u);
+        assert_eq!(code(&["/usr/bin/python3", "-Ic", py]), u);
+        assert_eq!(code(&["/usr/bin/perl", "-lne", "print"]), u);
+        assert_eq!(code(&["ruby", "-e", "x"]), u);
+        assert_eq!(code(&["/usr/bin/node", "--eval=x"]), u);
+        assert_eq!(code(&["/usr/bin/awk", "BEGIN { system(\"x\") }"]), u);
+        assert_eq!(code(&["/usr/bin/env", "python3", "-c", py]), u);
+        assert_eq!(code(&["/usr/bin/nice", "-n", "5", "perl", "-e", "x"]), u);
+        assert_eq!(code(&["/usr/bin/timeout", "5", "node", "-e", "x"]), u);
+        assert_eq!(code(&["/usr/bin/xargs", "python3", "-c", py]), u);
+        assert_eq!(code(&["/bin/busybox", "awk", "BEGIN{system(\"id\")}"]), u);
+        assert_eq!(code(&["/bin/sh", "-c", "exec python3 -c 'print(1)'"]), u);
+        assert_eq!(code(&["/bin/sh", "-c", "bash -c \"perl -e x\""]), u);
+        assert_eq!(code(&["/usr/bin/env", "bash", "-c", "python3 -c x"]), u);
+        // A script given to an interpreter is checked as the program is:
+        // a link to the root is the root's file.
+        assert_eq!(code(&["/usr/bin/python3", linked.to_str().unwrap()]), w);
+        assert_eq!(
+            code(&[
+                "/usr/bin/awk",
+                "-f",
+                linked.to_str().unwrap(),
+                "/etc/hostname"
+            ]),
+            w
+        );
+        assert_eq!(code(&["/bin/sh", linked.to_str().unwrap()]), w);
+        // The owner's own script, a module, plain programs: they run.
+        assert_eq!(code(&["/usr/bin/python3", own.to_str().unwrap()]), Ok(()));
+        assert_eq!(
+            code(&["/usr/bin/python3", "-m", "json.tool", "/etc/hostname"]),
+            Ok(())
+        );
+        assert_eq!(code(&["/usr/bin/env", "pass", "show", "x"]), Ok(()));
+        assert_eq!(code(&["/bin/sh", "-c", "pass show x | head -n1"]), Ok(()));
+        // awk and sed code with none of their ways to a file or a program.
+        assert_eq!(
+            code(&["/bin/sh", "-c", "pass show x | awk '{print $1}'"]),
+            Ok(())
+        );
+        assert_eq!(code(&["/bin/sh", "-c", "pass show x | sed -n 1p"]), Ok(()));
+        assert_eq!(code(&["/bin/sh", "-c", "pass show x | sed -n 1e"]), u);
+        // With nothing a token may write, inline code is the owner's own.
+        assert_eq!(
+            check_with(&[secret(&["python3", "-c", py])], &[], &[]),
+            Ok(())
+        );
         warden_workspace::fsutil::remove_tree(&t).unwrap();
     }
 }

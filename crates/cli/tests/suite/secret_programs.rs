@@ -190,3 +190,101 @@ fn the_daemons_environment_does_not_reach_a_secret_program() {
         "BASH_ENV of the daemon's environment ran in the secret program"
     );
 }
+
+/// Before: the rule read a secret program's arguments for paths, but an
+/// interpreter given code inline builds its paths at run time: the
+/// owner's `python3 -c "...chr(47).join([...])..."`, `perl -e`, `node
+/// -e`, an awk program, each reached directly, through `env`, `nice`,
+/// `timeout`, `xargs`, or from a shell line, ran a script a token had
+/// written under the workspace root, and it left its mark as the owner.
+/// Now inline code of an interpreter warden does not read is refused
+/// (403, `secret_program_unreadable_args`) before anything starts, and no
+/// mark appears; the same interpreter given a script of the owner's
+/// outside the root still runs.
+#[test]
+fn an_interpreter_given_code_inline_never_runs_a_tokens_script_as_the_owner() {
+    let Some(host) = OwnerHost::new("secret-inline") else {
+        return;
+    };
+    // What a token's committed change to the project leaves there.
+    host.project(
+        "proj",
+        "tools/get.sh",
+        &format!("touch {}\necho tok-abc\n", host.marker.display()),
+    );
+    let script = host.root.join("proj/tools/get.sh");
+    // The script's path in pieces, none of which names a directory.
+    let pieces: Vec<String> = script
+        .components()
+        .skip(1)
+        .map(|c| format!("'{}'", c.as_os_str().to_str().unwrap()))
+        .collect();
+    let list = pieces.join(", ");
+    let python =
+        format!("import subprocess; subprocess.run(['sh', chr(47) + chr(47).join([{list}])])");
+    let perl = format!("system('sh', join(chr(47), '', {list}))");
+    let node = format!(
+        "require('child_process').execFileSync('sh', [['', {list}].join(String.fromCharCode(47))])"
+    );
+    let awk = format!(
+        "BEGIN {{ s = sprintf(\"%c\", 47); system(\"sh \" s {}) }}",
+        pieces
+            .iter()
+            .map(|p| format!("\"{}\"", p.trim_matches('\'')))
+            .collect::<Vec<_>>()
+            .join(" s ")
+    );
+    let shell_line = format!("exec /usr/bin/python3 -c \"{python}\"");
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("/usr/bin/python3", vec!["/usr/bin/python3", "-c", &python]),
+        ("/usr/bin/perl", vec!["/usr/bin/perl", "-e", &perl]),
+        ("/usr/bin/node", vec!["/usr/bin/node", "-e", &node]),
+        ("/usr/bin/awk", vec!["/usr/bin/awk", &awk]),
+        (
+            "/usr/bin/python3",
+            vec!["/usr/bin/env", "python3", "-c", &python],
+        ),
+        (
+            "/usr/bin/perl",
+            vec!["/usr/bin/nice", "-n", "5", "perl", "-le", &perl],
+        ),
+        (
+            "/usr/bin/node",
+            vec!["/usr/bin/timeout", "5", "node", "-e", &node],
+        ),
+        (
+            "/usr/bin/python3",
+            vec!["/usr/bin/xargs", "python3", "-c", &python],
+        ),
+        ("/usr/bin/python3", vec!["/bin/sh", "-c", &shell_line]),
+    ];
+    let d = host.daemon_over_root();
+    let t = host.agent();
+    for (i, (needs, argv)) in cases.iter().enumerate() {
+        if !Path::new(needs).exists() {
+            skip(&format!("{needs} is not installed"));
+            continue;
+        }
+        let name = format!("inline{i}");
+        secret_profile(&host, &name, argv);
+        let (s, b) = name_profile(&d, &t, &name);
+        assert!(
+            !host.marker_appeared(),
+            "{argv:?} ran the token's script as the owner: {s} {b}"
+        );
+        assert_eq!(s, 403, "{argv:?}: {b}");
+        assert_eq!(
+            b["reason"], "secret_program_unreadable_args",
+            "{argv:?}: {b}"
+        );
+    }
+    // A script of the owner's, outside the root, given to the same
+    // interpreter, still runs.
+    if Path::new("/usr/bin/python3").exists() {
+        let own = host.dir.path().join("home/get-token.py");
+        std::fs::write(&own, "print('tok-own')\n").unwrap();
+        secret_profile(&host, "own", &["/usr/bin/python3", own.to_str().unwrap()]);
+        let (s, b) = name_profile(&d, &t, "own");
+        assert_eq!(s, 201, "{b}");
+    }
+}
