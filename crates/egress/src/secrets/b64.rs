@@ -8,27 +8,42 @@
 //! alignment.
 //!
 //! Base64 wrapped into lines (MIME at 76 characters, PEM and GitHub's
-//! contents API at 60 or 64, any column) is the same data: a line break
-//! between two characters (`\r\n`, `\n`, `\r`, or JSON's escaped `\n`,
-//! `\r`, `\r\n` in a string) is read past, and kept where it stood in
-//! the replacement, so a server that wraps what it echoes does not hand
-//! the value back across a break.
+//! contents API at 60 or 64, any column, indented inside YAML or JSON,
+//! blank lines between blocks) is the same data: a gap of blank space
+//! between two characters (any run of `\r`, `\n`, spaces and tabs, and
+//! of JSON's escaped `\n`, `\r`, `\t` in a string) is read past, and
+//! kept where it stood in the replacement, so a server that wraps what it
+//! echoes does not hand the value back across a break. The gaps of one
+//! occurrence take at most [`gap_budget`] bytes together, so that an
+//! occurrence has a bounded length and the scrub stays linear.
 
 use super::zero;
 use base64::Engine;
 
-/// The most bytes one line break between two characters takes (JSON's
-/// escaped `\r\n`).
-const BREAK_MAX: usize = 4;
+/// The bytes of blank space the gaps of one occurrence of `chars`
+/// characters may take together: a line break as wide as JSON's escaped
+/// `\r\n` and four spaces of indentation between any two characters,
+/// and never less than 256 (a few lines of deep indentation).
+pub(super) fn gap_budget(chars: usize) -> usize {
+    (8 * chars.saturating_sub(1)).max(256)
+}
 
-/// The length of the line break at the start of `text`, if one is there.
-pub(super) fn line_break(text: &[u8]) -> Option<usize> {
-    match text {
-        [b'\r', b'\n', ..] => Some(2),
-        [b'\n' | b'\r', ..] => Some(1),
-        [b'\\', b'r', b'\\', b'n', ..] => Some(4),
-        [b'\\', b'n' | b'r', ..] => Some(2),
-        _ => None,
+/// The length of the blank space at the start of `text` (0 where there is
+/// none), read no further than `most` bytes: a byte of it that would go
+/// past is left unread, and the base64 character expected there is not
+/// found.
+pub(super) fn gap(text: &[u8], most: usize) -> usize {
+    let mut n = 0;
+    loop {
+        let step = match &text[n..] {
+            [b'\r' | b'\n' | b' ' | b'\t', ..] => 1,
+            [b'\\', b'r' | b'n' | b't', ..] => 2,
+            _ => return n,
+        };
+        if n + step > most {
+            return n;
+        }
+        n += step;
     }
 }
 
@@ -146,11 +161,11 @@ impl Form {
         self.middle.len() + usize::from(self.lead.is_some()) + usize::from(self.trail.is_some())
     }
 
-    /// The most bytes an occurrence takes: its characters, a line break
-    /// between any two of them.
+    /// The most bytes an occurrence takes: its characters and the blank
+    /// space between them.
     pub(super) fn len(&self) -> usize {
         let n = self.chars();
-        n + n.saturating_sub(1) * BREAK_MAX
+        n + gap_budget(n)
     }
 
     /// Bytes an occurrence may start with.
@@ -174,17 +189,18 @@ impl Form {
         }
     }
 
-    /// The length of an occurrence at the start of `text` (line breaks
-    /// between its characters included).
+    /// The length of an occurrence at the start of `text` (the blank
+    /// space between its characters included).
     pub(super) fn at(&self, text: &[u8]) -> Option<usize> {
         let mut pos = 0;
         let mut first = true;
-        // The next character, past a line break unless it is the first.
+        let mut budget = gap_budget(self.chars());
+        // The next character, past blank space unless it is the first.
         let mut next = |pos: &mut usize| -> Option<u8> {
             if !first {
-                if let Some(n) = text.get(*pos..).and_then(line_break) {
-                    *pos += n;
-                }
+                let n = gap(text.get(*pos..)?, budget);
+                budget -= n;
+                *pos += n;
             }
             first = false;
             let c = *text.get(*pos)?;
@@ -214,19 +230,19 @@ impl Form {
     /// What replaces `matched` (an occurrence): `to` (whose length is
     /// congruent to the value's modulo 3) at the same alignment, the
     /// neighbours' bits of the edge characters kept.
-    /// The line breaks an occurrence held stay before the same characters
-    /// (those past the replacement's end, after it).
+    /// The blank space an occurrence held stays before the same characters
+    /// (that past the replacement's end, after it).
     pub(super) fn replace(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
         let mut chars = Vec::with_capacity(matched.len());
         let mut breaks: Vec<(usize, &[u8])> = Vec::new();
         let mut i = 0;
         while i < matched.len() {
-            match line_break(&matched[i..]).filter(|_| i > 0) {
-                Some(n) => {
+            match gap(&matched[i..], usize::MAX) {
+                n if n > 0 && i > 0 => {
                     breaks.push((chars.len(), &matched[i..i + n]));
                     i += n;
                 }
-                None => {
+                _ => {
                     chars.push(matched[i]);
                     i += 1;
                 }
@@ -237,7 +253,8 @@ impl Form {
         if breaks.is_empty() {
             return out;
         }
-        let mut wrapped = Vec::with_capacity(out.len() + breaks.len() * BREAK_MAX);
+        let mut wrapped =
+            Vec::with_capacity(out.len() + breaks.iter().map(|(_, b)| b.len()).sum::<usize>());
         let mut from = 0;
         for (at, b) in breaks {
             let at = at.min(out.len());
@@ -249,7 +266,7 @@ impl Form {
         wrapped
     }
 
-    /// [`Form::replace`] of an occurrence without line breaks.
+    /// [`Form::replace`] of an occurrence without blank space.
     fn replace_chars(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
         let s = sextets(to, self.k);
         let start = (8 * self.k).div_ceil(6);

@@ -215,8 +215,8 @@ impl Patterns {
         let &b = text.first()?;
         for &i in &self.by_first[b as usize] {
             if let (Some(want), Some(&got)) = (self.second[i], text.get(1)) {
-                // A line break may stand second in wrapped base64.
-                if want != got && !matches!(got, b'\r' | b'\n' | b'\\') {
+                // Blank space may stand second in wrapped base64.
+                if want != got && !matches!(got, b'\r' | b'\n' | b' ' | b'\t' | b'\\') {
                     continue;
                 }
             }
@@ -643,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn base64_wrapped_across_line_breaks_at_any_column_is_scrubbed_in_any_pieces() {
+    fn base64_wrapped_across_runs_of_blank_space_at_any_column_is_scrubbed_in_any_pieces() {
         // GitHub's contents API and MIME wrap what they echo at 60 and 76
         // columns; the sandbox chooses where its value falls.
         let value = "sk-live-0123456789abcdefghijklmnopqrstuv";
@@ -653,7 +653,22 @@ mod tests {
             value.len(),
         );
         let engine = &base64::engine::general_purpose::STANDARD;
-        for sep in ["\n", "\r\n", "\\n", "\\r\\n"] {
+        // Runs of blank space too: blank lines, indentation (PEM inside
+        // YAML or JSON), groups set apart by spaces or tabs.
+        for sep in [
+            "\n",
+            "\r\n",
+            "\\n",
+            "\\r\\n",
+            "\n\n",
+            "\r\n\r\n",
+            "\n      ",
+            "\\r\\n    ",
+            "\\n\\t",
+            " ",
+            "\t",
+            " \t\r\n  ",
+        ] {
             for width in [1, 5, 60, 76] {
                 for pad in 0..6 {
                     let data = ["A".repeat(pad).as_bytes(), value.as_bytes(), b"!tail"].concat();
@@ -676,7 +691,7 @@ mod tests {
                     let want = ["A".repeat(pad).as_bytes(), &to, b"!tail"].concat();
                     assert_eq!(decoded, want, "{sep:?} every {width}, {pad} before");
                     if width >= 5 {
-                        assert_eq!(out.matches(sep).count(), lines.len() - 1);
+                        assert_eq!(inner.matches(sep).count(), lines.len() - 1);
                     }
                 }
             }

@@ -17,12 +17,14 @@
 //! random base64 or prose, so no text a server sends can make scrubbing
 //! slower than that.
 //!
-//! A line break (`\r`, `\n`, or an escape that spells one, as JSON's `\n`)
-//! is also read as nothing, so that a core wrapped across lines (base64
-//! as MIME and GitHub's contents API write it) is found too: the
-//! automaton keeps its state over it, which finds every occurrence
-//! stepping over it would (no core holds a line break: then breaks are
-//! read only as themselves).
+//! Blank space (`\r`, `\n`, a space, a tab, or JSON's escapes of the
+//! first two and the last: `\n`, `\r`, `\t`) is also read as nothing, so
+//! that a core wrapped across lines, indented or set apart in groups
+//! (base64 as MIME, PEM, YAML and GitHub's contents API write it) is
+//! found too, however long the run: the automaton keeps its state over
+//! it. A blank byte that some core holds is read both ways (as nothing
+//! and as itself), so that a value with a space in it does not stop the
+//! wrapped forms of every other value from being found.
 
 use super::spelled::{self, escapes_at};
 use aho_corasick::automaton::{Automaton, StateID};
@@ -43,8 +45,20 @@ const _: () = assert!(spelled::LONGEST < RING);
 pub(super) struct Cores {
     dfa: DFA,
     start: StateID,
-    /// No core holds a line break: one is read as nothing.
-    past_breaks: bool,
+    /// How each byte is read, by its value.
+    reading: [Reading; 256],
+}
+
+/// How the scan reads a byte.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// As itself only.
+    Itself,
+    /// As nothing: blank space that no core holds.
+    Nothing,
+    /// More than one way, which the scan's slow path follows: a byte
+    /// that may open an escape, or blank space that some core holds.
+    Several,
 }
 
 impl std::fmt::Debug for Cores {
@@ -68,16 +82,31 @@ impl Cores {
             .build(cores.iter().filter(|c| !c.is_empty()))
             .ok()?;
         let start = dfa.start_state(Anchored::No).ok()?;
-        let past_breaks = !cores.iter().any(|c| c.iter().any(|&b| is_break(b)));
+        let mut reading = [Reading::Itself; 256];
+        for (b, r) in reading.iter_mut().enumerate() {
+            let b = b as u8;
+            if opens_escape(b) {
+                *r = Reading::Several;
+            } else if is_blank(b) {
+                let held = cores.iter().any(|c| c.contains(&b));
+                *r = if held {
+                    Reading::Several
+                } else {
+                    Reading::Nothing
+                };
+            }
+        }
         Some(Cores {
             dfa,
             start,
-            past_breaks,
+            reading,
         })
     }
 
+    /// The state after `byte` read as itself, or as nothing where it is
+    /// blank space no core holds.
     fn step(&self, state: StateID, byte: u8) -> StateID {
-        if self.past_breaks && is_break(byte) {
+        if self.reading[byte as usize] == Reading::Nothing {
             return state;
         }
         self.dfa.next_state(Anchored::No, state, byte)
@@ -88,8 +117,8 @@ impl Cores {
     }
 }
 
-fn is_break(b: u8) -> bool {
-    matches!(b, b'\r' | b'\n')
+fn is_blank(b: u8) -> bool {
+    matches!(b, b'\r' | b'\n' | b' ' | b'\t')
 }
 
 /// Bytes that may open an escape: where a second reading starts.
@@ -162,7 +191,7 @@ impl Scan {
             if self.ahead == 0 && self.ring[self.at % RING].len() == 1 {
                 let mut state = self.ring[self.at % RING][0];
                 let mut r = r;
-                while r < text.len() && !opens_escape(text[r]) {
+                while r < text.len() && cores.reading[text[r] as usize] != Reading::Several {
                     state = cores.step(state, text[r]);
                     if cores.is_match(state) {
                         hit(base + r, base + r + 1);
@@ -190,12 +219,17 @@ impl Scan {
             if !self.ring[(self.at + 1) % RING].is_empty() {
                 self.ahead -= 1;
             }
-            // JSON's escaped line break, read as nothing too.
-            let escaped_break =
-                cores.past_breaks && byte == b'\\' && matches!(text.get(r + 1), Some(b'n' | b'r'));
+            // JSON's escaped blank space, and blank space some core
+            // holds, read as nothing too.
+            let escaped_blank =
+                byte == b'\\' && matches!(text.get(r + 1), Some(b'n' | b'r' | b't'));
+            let held_blank = is_blank(byte);
             for &s in &states {
-                if escaped_break {
+                if escaped_blank {
                     self.put(self.at + 2, s);
+                }
+                if held_blank {
+                    self.put(self.at + 1, s);
                 }
                 let next = cores.step(s, byte);
                 if cores.is_match(next) {
@@ -263,6 +297,35 @@ mod tests {
         assert_eq!(ends(&[b"a%25b"], b"xa%25bx", 1), [6]);
         assert_eq!(ends(&[b"a%25b"], b"xa%2525bx", 1), [8]);
         assert_eq!(ends(&[b"a b"], b"a+b", 1), [3]);
-        assert!(ends(&[core], b"sk/liv e sk%2live", 1).is_empty());
+        assert!(ends(&[core], b"sk/liv-e sk%2live", 1).is_empty());
+    }
+
+    #[test]
+    fn a_core_is_found_across_runs_of_blank_space_even_where_a_core_holds_a_blank() {
+        let core: &[u8] = b"QXNrLWxpdmUt";
+        // Each text ends with the core and two dots.
+        for text in [
+            &b"..QXNr\nLWxp\r\n  dmUt.."[..],
+            b"..QXNr\n\n\n\n\nLWxpdmUt..",
+            b"..QX\t\tNrLW   xpdm\n        Ut..",
+            b"..QXNr\\r\\n    LWxpdmUt..",
+            b"..QXNrLWxp\\n\\tdmUt..",
+        ] {
+            let end = text.len() - 2;
+            for pieces in [1, 4, text.len()] {
+                // Alone, and beside a core that holds a space and a line
+                // break (read both ways then).
+                for with in [&[core][..], &[core, b"a b\nc"]] {
+                    assert_eq!(
+                        ends(with, text, pieces),
+                        [end],
+                        "{} in {pieces}",
+                        String::from_utf8_lossy(text)
+                    );
+                }
+            }
+        }
+        // A core's own blanks are still read as themselves.
+        assert_eq!(ends(&[b"a b\nc"], b"xa b\ncx", 1), [6]);
     }
 }

@@ -140,3 +140,130 @@ fn a_value_echoed_as_wrapped_base64_or_in_an_archive_never_comes_back() {
         assert_no_value("the run's output", text, &value);
     }
 }
+
+/// How a store may break the base64 it hands back, by route: (width,
+/// what stands between lines, inside a JSON string).
+const BREAKS: [(&str, usize, &str, bool); 6] = [
+    // PEM inside YAML: 64 columns, each line indented.
+    ("yaml", 64, "\n      ", false),
+    // MIME parts with a blank line between blocks.
+    ("blank-lines", 76, "\r\n\r\n", false),
+    // A JSON string written with CRLF and indentation, escaped.
+    ("json-indented", 60, "\\r\\n    ", true),
+    // JSON with a tab after each escaped break.
+    ("json-tab", 60, "\\n\\t", true),
+    // Groups set apart by spaces, as some dumps print them.
+    ("groups", 4, " ", false),
+    // Narrow lines of mixed blank space.
+    ("mixed", 8, " \t\r\n  ", false),
+];
+
+/// A store that answers `/breaks/ROUTE/PAD` with the token it was sent,
+/// PAD bytes after the start, as base64 broken as [`BREAKS`] says, in
+/// 7-byte frames.
+fn breaking_answer(req: &RawRequest) -> Vec<Vec<u8>> {
+    let v = bearer(req);
+    let mut parts = req.target.trim_start_matches("/breaks/").split('/');
+    let route = parts.next().unwrap_or_default();
+    let pad: usize = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let Some((_, width, sep, json)) = BREAKS.iter().find(|(r, ..)| *r == route) else {
+        return head_and(
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into(),
+            Vec::new(),
+        );
+    };
+    let data = ["A".repeat(pad).as_bytes(), v.as_bytes(), b"!tail"].concat();
+    let broken = base64::engine::general_purpose::STANDARD
+        .encode(data)
+        .as_bytes()
+        .chunks(*width)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join(sep);
+    let body = if *json {
+        format!("{{\"encoding\":\"base64\",\"content\":\"{broken}\"}}")
+    } else {
+        format!("-----BEGIN DATA-----\n{broken}\n-----END DATA-----\n")
+    };
+    let mut out = vec![b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec()];
+    out.extend(chunked(body.as_bytes(), 7, ""));
+    out
+}
+
+/// The data a [`breaking_answer`] stands for, as a reader that skips
+/// blank space and JSON's escapes of it decodes it.
+fn unbroken(body: &str) -> Vec<u8> {
+    let inner = match body.split_once("\"content\":\"") {
+        Some((_, rest)) => rest.split('"').next().unwrap_or_default().to_string(),
+        None => body
+            .trim()
+            .trim_start_matches("-----BEGIN DATA-----")
+            .trim_end_matches("-----END DATA-----")
+            .to_string(),
+    };
+    let text: String = inner
+        .replace("\\r", "")
+        .replace("\\n", "")
+        .replace("\\t", "")
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(&text)
+        .unwrap_or_else(|e| panic!("not base64 ({e}): {body}"))
+}
+
+#[test]
+fn a_value_echoed_as_base64_broken_by_runs_of_blank_space_never_comes_back() {
+    if !egress_available()
+        || !Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    {
+        skip("python3 is needed for the raw client inside the sandbox");
+        return;
+    }
+    let ca = TestCa::new();
+    let up = RawUpstream::start(&ca, &[HOST], breaking_answer);
+    let value = format!("sk-live-{}", token());
+    let pads = [0, 1, 2, 20, 41];
+    let cases: Vec<(&str, usize)> = BREAKS
+        .iter()
+        .flat_map(|(r, ..)| pads.iter().map(move |p| (*r, *p)))
+        .collect();
+    let list = format!(
+        "[{}]",
+        cases
+            .iter()
+            .map(|(r, p)| format!("\"{}\"", get(&format!("/breaks/{r}/{p}"), up.port)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let out = run_secret(
+        &value,
+        up.port,
+        &["--upstream-ca", &ca.pem_path(), "--secret-in-body", "TOKEN"],
+        &raw_client(up.port, &list),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(up.requests().len(), cases.len());
+    for (i, (route, pad)) in cases.iter().enumerate() {
+        let (head, body) = dechunk(&section(&s, i));
+        assert!(head.starts_with("HTTP/1.1 200"), "{route}: {head}");
+        let data = String::from_utf8_lossy(&unbroken(&body)).into_owned();
+        assert!(
+            !data.contains(&value),
+            "{route}: the value came back across blank space ({pad} before it): {body}"
+        );
+        assert!(
+            data.starts_with(&format!("{}warden-secret-", "A".repeat(*pad)))
+                && data.ends_with("!tail"),
+            "{route}, {pad} before: {data}"
+        );
+    }
+    for text in [&s, &stderr(&out)] {
+        assert_no_value("the run's output", text, &value);
+    }
+}
