@@ -832,4 +832,5 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
 }
 
 mod readable;
+mod sniffed;
 mod wrapped;

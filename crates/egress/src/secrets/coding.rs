@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// More codings than this on one body are refused (nobody stacks them so
 /// deep but someone hiding something).
-const MAX_CODINGS: usize = 4;
+pub(super) const MAX_CODINGS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Coding {

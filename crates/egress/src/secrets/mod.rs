@@ -19,7 +19,9 @@
 //! `rewrite/body`, to bodies (`scan` finds, in one pass, the few places
 //! where a pattern may occur; `spelled` and `b64` find a value there in
 //! its spellings and in base64); `coding` undoes response bodies' codings;
-//! `target` reads a request's authority and path as the upstream will;
+//! `sniff` tells compressed data by its first bytes, whatever a response
+//! declares; `target` reads a request's authority and path as the
+//! upstream will;
 //! `session` serves one terminated connection, whose upstream `bulk` reads
 //! in large pieces (each request's stages in `session/exchange`, the
 //! response's scrub in `session/scrub`); `paid` pays, from the proxy's
@@ -40,6 +42,7 @@ mod rewrite;
 mod ruled;
 mod scan;
 mod session;
+mod sniff;
 mod spelled;
 mod target;
 #[cfg(test)]

@@ -575,7 +575,7 @@ async fn forward(
             format!("warden: the request to {} failed: {e}\n", s.name),
         )
     })?;
-    Ok(scrub::scrub_response(s, response, method_is_head))
+    Ok(scrub::scrub_response(s, response, method_is_head).await)
 }
 
 fn rewrite_header(
