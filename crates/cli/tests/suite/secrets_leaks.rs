@@ -831,6 +831,7 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
     }
 }
 
+mod leaving;
 mod readable;
 mod sniffed;
 mod wrapped;

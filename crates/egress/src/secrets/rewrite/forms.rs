@@ -162,8 +162,8 @@ fn base64_pairs(from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// A real value as it may appear in a request or a response, and what
 /// is done where it does: in any common text spelling (raw, percent,
 /// JSON, HTML, either case), in hexadecimal (either case), and in base64
-/// (standard or URL-safe, padded or not, at each alignment; for a block:
-/// a replacement keeps its own base64 pairs, see [`base64_pairs`]).
+/// (standard or URL-safe, padded or not, at each alignment, and for a
+/// block also wrapped across blank space, see [`b64`]).
 fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
     if v.len() < 6 {
         return Vec::new();
@@ -175,6 +175,17 @@ fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
         for from in base64_forms(v) {
             out.push(Pattern::exact(from, action.clone(), secret));
         }
+        // And broken by blank space, as the response scrub reads it: a
+        // value the sandbox holds does not leave wrapped into lines
+        // (MIME, PEM, a JSON string's escaped `\n`) either.
+        for f in b64::forms(v, MIN_FORM) {
+            out.push(Pattern {
+                from: v.to_vec(),
+                kind: Kind::Base64(Box::new(f)),
+                action: action.clone(),
+                secret,
+            });
+        }
     }
     out
 }
@@ -184,6 +195,41 @@ mod tests {
     use super::super::{find, Patterns, Rewriter};
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_real_value_wrapped_as_base64_is_blocked_towards_any_host() {
+        let value = b"sk-live-0123456789abcdefghij";
+        let secrets = [Secret::new(
+            "S".into(),
+            format!("warden-secret-{:032x}", 7),
+            value.to_vec(),
+            Vec::new(),
+            false,
+        )];
+        let p = Arc::new(Patterns::new(outgoing(
+            &secrets,
+            "elsewhere.test",
+            443,
+            Place::Body,
+        )));
+        let engine = &base64::engine::general_purpose::STANDARD;
+        for sep in ["\r\n", "\\n", "\n    ", " ", "\n\n"] {
+            for pad in 0..4 {
+                let data = ["A".repeat(pad).as_bytes(), value, b"!"].concat();
+                let wrapped: Vec<String> = engine
+                    .encode(&data)
+                    .as_bytes()
+                    .chunks(7)
+                    .map(|c| String::from_utf8_lossy(c).into_owned())
+                    .collect();
+                let text = wrapped.join(sep);
+                assert!(
+                    Rewriter::all(p.clone(), text.as_bytes()).is_err(),
+                    "{sep:?}, {pad} before: {text}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn base64_forms_find_a_value_inside_basic_credentials() {
