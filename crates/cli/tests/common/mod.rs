@@ -406,6 +406,16 @@ pub fn warden(state: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Stops sandbox `.1` of the state `.0` of [`warden`] when dropped, so
+/// that a test failing half-way leaves nothing running.
+pub struct Stopper<'a>(pub &'a Path, pub &'a str);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
+    }
+}
+
 /// The output of a command that must have succeeded.
 pub fn ok(o: &Output) -> String {
     assert!(

@@ -18,6 +18,16 @@ pub fn vm_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm"))
 }
 
+/// Stops VM sandbox `.1` of the state `.0` of [`vm_warden`] when
+/// dropped, so that a test failing half-way leaves no VM running.
+pub struct VmStopper<'a>(pub &'a Path, pub &'a str);
+
+impl Drop for VmStopper<'_> {
+    fn drop(&mut self) {
+        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
+    }
+}
+
 pub fn vm_warden(state: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     vm_warden_env(state, args, stdin, &[])
 }

@@ -12,14 +12,6 @@ use std::time::Duration;
 use warden_jail::connect::Target;
 use warden_runtime::client::{ClientError, Connection};
 
-struct Stopper<'a>(&'a std::path::Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
-    }
-}
-
 fn control(state: &std::path::Path, name: &str) -> std::path::PathBuf {
     sandbox_dir(state, name).join("control.sock")
 }

@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,15 +37,6 @@ fn finish(mut child: Child, within: Duration, what: &str) -> std::process::ExitS
             panic!("{what} did not finish within {within:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
     }
 }
 

@@ -7,18 +7,8 @@ use crate::common::*;
 use std::io::BufRead;
 
 mod stop_wait;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
-    }
-}
 
 #[test]
 fn two_concurrent_execs_share_the_sandbox_and_stop_ends_both() {

@@ -299,14 +299,6 @@ fn mcp_and_diff_list_the_same_changes_and_both_leave_out_what_gitignore_ignores(
     });
 }
 
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
-    }
-}
-
 /// `warden logs NAME --exec ID` once the command has written `want` on
 /// its standard output: (stdout, stderr).
 fn kept_output(state: &Path, name: &str, id: &str, want: &str) -> (String, String) {

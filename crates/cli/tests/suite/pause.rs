@@ -13,15 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
-    }
-}
-
 /// A busy loop that writes how far it counted into the workspace.
 const COUNTER: &str = "import os\ni = 0\nwhile True:\n    i += 1\n    if i % 20000 == 0:\n        with open('/workspace/count.tmp', 'w') as f: f.write(str(i))\n        os.replace('/workspace/count.tmp', '/workspace/count')\n";
 

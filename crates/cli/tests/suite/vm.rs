@@ -390,15 +390,6 @@ try: u.sendto(b'exfiltrated', ('{h}', {dp}))\nexcept OSError: pass\n"
     );
 }
 
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
-    }
-}
-
 #[test]
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
@@ -412,7 +403,7 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
         None,
     ));
     ok(&vm_warden(state.path(), &["start", "box"], None));
-    let _stop = Stopper(state.path(), "box");
+    let _stop = VmStopper(state.path(), "box");
     let got = ok(&vm_warden(
         state.path(),
         &["exec", "box", "--", "uname", "-r"],
@@ -625,7 +616,7 @@ fn a_vm_never_outlives_its_supervisor_killed_outright() {
         None,
     ));
     ok(&vm_warden(state.path(), &["start", "orphan"], None));
-    let _stop = Stopper(state.path(), "orphan");
+    let _stop = VmStopper(state.path(), "orphan");
     let layer = state.path().join("warden/sandboxes/orphan/upper");
     let layer = layer.to_str().unwrap();
     assert!(!pids_with_marker(layer).is_empty(), "no VMM runs");
@@ -863,7 +854,7 @@ fn exec_with_a_terminal_into_a_vm_sandbox_runs_at_a_real_pseudo_terminal() {
         None,
     ));
     ok(&vm_warden(state.path(), &["start", "ttybox"], None));
-    let _stop = Stopper(state.path(), "ttybox");
+    let _stop = VmStopper(state.path(), "ttybox");
     // `warden exec -t` at a real pseudo-terminal the test holds the master
     // side of: the process must see a terminal of its own (tty, its size),
     // what is typed must reach it, and its exit status come back.
@@ -1073,7 +1064,7 @@ fn a_vm_sandbox_made_from_a_profile_over_a_project_works_on_a_reviewable_copy() 
     );
     ok(&o);
     ok(&vm_warden(state.path(), &["start", "proj"], None));
-    let _stop = Stopper(state.path(), "proj");
+    let _stop = VmStopper(state.path(), "proj");
     let o = vm_warden(
         state.path(),
         &[
@@ -1149,7 +1140,7 @@ fn a_devops_vm_sandbox_runs_its_profile_through_create_and_exec() {
         ],
         None,
     ));
-    let _stop = Stopper(state.path(), "ops");
+    let _stop = VmStopper(state.path(), "ops");
     let o = vm_warden(
         state.path(),
         &["exec", "ops", "--", "sh", "-c", &profile_probe("devops")],

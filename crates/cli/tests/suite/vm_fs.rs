@@ -42,15 +42,6 @@ impl Drop for Removed {
     }
 }
 
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
-    }
-}
-
 /// The link attack over `fs` (`9p` or `virtiofs`): links planted in the
 /// workspace by the host and links the guest makes, to a host file
 /// outside it, absolute and relative, written through, truncated and
@@ -167,7 +158,7 @@ fn virtiofsd_is_gone_after_stop_and_after_its_supervisor_is_killed() {
         None,
         &env,
     ));
-    let _stop = Stopper(state.path(), "fsd");
+    let _stop = VmStopper(state.path(), "fsd");
     for how in ["stop", "SIGKILL of the supervisor"] {
         ok(&vm_warden_env(state.path(), &["start", "fsd"], None, &env));
         let o = vm_warden(

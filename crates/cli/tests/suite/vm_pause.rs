@@ -12,15 +12,6 @@ use crate::common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Stops the sandbox even when the test fails half-way.
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
-    }
-}
-
 /// A counter in the guest's `/tmp`, ten steps a second.
 const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done";
 
@@ -72,7 +63,7 @@ fn counting(state: &Path, name: &str) -> Option<()> {
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn a_vm_paused_in_place_stops_its_counter_and_its_cpu_and_resume_goes_on_from_its_value() {
     let state = TempDir::new("vm-pause");
-    let _stop = Stopper(state.path(), "box");
+    let _stop = VmStopper(state.path(), "box");
     if counting(state.path(), "box").is_none() {
         return;
     }
@@ -117,7 +108,7 @@ fn a_vm_paused_in_place_stops_its_counter_and_its_cpu_and_resume_goes_on_from_it
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn a_vm_with_a_mounted_share_is_refused_a_pause_to_disk_and_runs_on_untouched() {
     let state = TempDir::new("vm-pause-disk");
-    let _stop = Stopper(state.path(), "shared");
+    let _stop = VmStopper(state.path(), "shared");
     if counting(state.path(), "shared").is_none() {
         return;
     }
@@ -157,7 +148,7 @@ fn the_apis_pause_to_disk_is_refused_for_a_process_sandbox_which_runs_on_and_a_b
     let d = Daemon::start(s, false);
     let (st, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"p"}"#), None);
     assert_eq!(st, 201, "{b}");
-    let _stop = Stopper(s, "p");
+    let _stop = VmStopper(s, "p");
     let path = "/v1/sandboxes/p/pause";
     let (st, b) = call(&d, "POST", path, Some(r#"{"to_disk":true}"#), None);
     assert_eq!(st, 409, "{b}");
@@ -276,7 +267,7 @@ fn the_keeper_and_the_launcher_are_closed_to_the_sandbox(s: &Path) {
 fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and_once_free_is_paused_to_disk_and_resumed_with_its_counter_files_and_clock(
 ) {
     let state = TempDir::new("vm-pause-ws");
-    let _stop = Stopper(state.path(), "ws");
+    let _stop = VmStopper(state.path(), "ws");
     if guest_release().is_none() {
         return;
     }
@@ -421,7 +412,7 @@ fn paused_to_disk_and_orphaned(s: &Path, name: &str) -> i32 {
 fn a_vm_paused_to_disk_whose_supervisor_was_killed_is_resumed_by_a_new_one_with_its_counter_going_on_and_a_truncated_state_is_refused_and_removed(
 ) {
     let state = TempDir::new("vm-pause-orphan");
-    let _stop = Stopper(state.path(), "rb");
+    let _stop = VmStopper(state.path(), "rb");
     if guest_release().is_none() {
         return;
     }
@@ -531,7 +522,7 @@ fn through_the_api_a_vm_paused_to_disk_outlives_a_daemon_restart_and_its_supervi
     };
     let state = TempDir::new("vm-pause-api");
     let s = state.path();
-    let _stop = Stopper(s, "api");
+    let _stop = VmStopper(s, "api");
     let vm = vm_dir();
     let env = [("WARDEN_VM_DIR", vm.as_path())];
     let mut d = Daemon::start_with(s, false, &[], &env);

@@ -36,14 +36,6 @@ const RUN_TIMEOUT: &str = "15s";
 /// second.
 const RUN_WATCH_MIN: Duration = Duration::from_secs(6);
 
-struct Stopper<'a>(&'a Path, &'a str);
-
-impl Drop for Stopper<'_> {
-    fn drop(&mut self) {
-        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
-    }
-}
-
 /// A child this test started, killed (by its own PID) if the test fails.
 struct Reaped(Child);
 
@@ -163,7 +155,7 @@ fn an_exec_whose_caller_stops_reading_holds_bounded_memory_and_another_exec_answ
     }
     let state = TempDir::new("vm-relay-exec");
     let s = state.path();
-    let _stop = Stopper(s, "box");
+    let _stop = VmStopper(s, "box");
     let json_events = s.join("events.jsonl");
     ok(&vm_warden(
         s,
