@@ -1351,7 +1351,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
     let file = config.path().join("daemon.yaml");
     std::fs::write(
         &file,
-        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 30}\n",
+        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 8}\n",
     )
     .unwrap();
     let d = Daemon::start_with(
@@ -1376,6 +1376,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
     );
 
     // A burst of three creates: the pool aims at three and fills to it.
+    let t0 = Instant::now();
     let mut taken = Vec::new();
     for _ in 0..3 {
         let (s, b) = call(
@@ -1407,6 +1408,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
             p["target"] == 3 && p["ready"] == 3 && waiting() == 3
         },
     );
+    let grown = t0.elapsed();
 
     // The window passes with no create: back to its size, the rest gone
     // from the disk as well.
@@ -1417,6 +1419,10 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
             let p = pool();
             p["target"] == 1 && p["ready"] == 1 && waiting() == 1
         },
+    );
+    eprintln!(
+        "grown {grown:?} and shrunk {:?} after the burst began",
+        t0.elapsed()
     );
     // The sandboxes handed out are the callers', untouched by the shrink.
     for id in &taken {
