@@ -398,9 +398,25 @@ impl TestTerminal {
 /// warden with its state in `state`/warden (so tests do not share
 /// sandboxes), stdin closed.
 pub fn warden(state: &Path, args: &[&str]) -> Output {
+    warden_env(state, args, &[])
+}
+
+/// [`warden`], with `env` added to its environment.
+pub fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(warden_bin())
         .args(args)
         .env("WARDEN_STATE_DIR", state.join("warden"))
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// [`warden`] with its state directory `state` itself.
+pub fn warden_at(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state)
         .stdin(Stdio::null())
         .output()
         .unwrap()

@@ -14,16 +14,6 @@ fn warden(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// [`warden`] with its state directory `state` itself.
-fn warden_in(state: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 fn lines(p: &Path) -> Vec<String> {
     std::fs::read_to_string(p)
         .unwrap()
@@ -302,7 +292,7 @@ fn a_collector_that_does_not_answer_is_said_once_and_the_run_goes_on() {
 #[test]
 fn prune_removes_only_old_logs_of_the_state_directory() {
     let state = TempDir::new("audit-prune");
-    let run = |args: &[&str]| warden_in(state.path(), args);
+    let run = |args: &[&str]| warden_at(state.path(), args);
     for _ in 0..2 {
         assert!(run(&["run", "--no-tty", "--", "true"]).status.success());
     }
@@ -340,7 +330,7 @@ fn a_profile_chooses_where_the_run_is_recorded() {
     let profile = dir.path().join("p.yaml");
     std::fs::write(&profile, "name: p\naudit_log: logs/run.jsonl\n").unwrap();
     std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let run = |args: &[&str]| warden_in(state.path(), args);
+    let run = |args: &[&str]| warden_at(state.path(), args);
     let p = profile.to_str().unwrap();
     let out = run(&["run", "--no-tty", "-P", p, "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));

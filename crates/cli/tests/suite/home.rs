@@ -6,7 +6,6 @@
 
 use crate::common::*;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 /// What an agent's tools leave in `HOME`: shell history, git's global
 /// configuration, and (with npm on the host) npm's own log of a failed
@@ -22,16 +21,6 @@ if command -v npm >/dev/null; then
 fi
 echo "home=$HOME"
 "#;
-
-fn warden_in(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// Every entry of a tree, relative, sorted.
 fn listing(dir: &Path) -> Vec<String> {
@@ -56,7 +45,7 @@ fn tools_write_their_dotfiles_to_the_sandboxs_home_not_the_workspace() {
     let ws = TempDir::new("home-ws");
     std::fs::write(ws.path().join("main.py"), "print(1)\n").unwrap();
     // Directly on the workspace: nothing but the project's own file.
-    let out = warden_in(
+    let out = warden_env(
         state.path(),
         &[
             "run",
@@ -73,7 +62,7 @@ fn tools_write_their_dotfiles_to_the_sandboxs_home_not_the_workspace() {
     assert!(ok(&out).contains("home=/home/sandbox"), "{}", stdout(&out));
     assert_eq!(listing(ws.path()), ["main.py"]);
     // Through an overlay: no change at all, so nothing is kept for review.
-    let out = warden_in(
+    let out = warden_env(
         state.path(),
         &[
             "run",
@@ -90,7 +79,7 @@ fn tools_write_their_dotfiles_to_the_sandboxs_home_not_the_workspace() {
     );
     ok(&out);
     assert!(!stderr(&out).contains("change(s) kept"), "{}", stderr(&out));
-    let ls = warden_in(state.path(), &["ls"], &[]);
+    let ls = warden(state.path(), &["ls"]);
     assert!(!ok(&ls).contains("run-"), "{}", stdout(&ls));
     assert_eq!(listing(ws.path()), ["main.py"]);
 }
@@ -99,13 +88,13 @@ fn tools_write_their_dotfiles_to_the_sandboxs_home_not_the_workspace() {
 fn a_named_sandbox_keeps_its_home_from_one_exec_to_the_next() {
     let state = TempDir::new("home-named-state");
     let ws = TempDir::new("home-named-ws");
-    ok(&warden_in(
+    ok(&warden_env(
         state.path(),
         &["create", "keep", "-w", ws.str()],
         &[],
     ));
     let exec = |script: &str| {
-        warden_in(
+        warden_env(
             state.path(),
             &["exec", "keep", "--no-tty", "--", "sh", "-c", script],
             &[],
@@ -122,17 +111,17 @@ fn a_named_sandbox_keeps_its_home_from_one_exec_to_the_next() {
         "{again}"
     );
     assert!(again.contains("/workspace"), "{again}");
-    let diff = ok(&warden_in(state.path(), &["diff", "keep"], &[]));
+    let diff = ok(&warden(state.path(), &["diff", "keep"]));
     assert!(
         !diff.contains("bash_history") && !diff.contains("gitconfig"),
         "{diff}"
     );
-    ok(&warden_in(state.path(), &["stop", "keep"], &[]));
+    ok(&warden(state.path(), &["stop", "keep"]));
     // Stopped and started again: still there.
     let after = ok(&exec("cat ~/.bash_history"));
     assert!(after.contains("make test"), "{after}");
     assert!(listing(ws.path()).is_empty(), "{:?}", listing(ws.path()));
-    ok(&warden_in(state.path(), &["rm", "-f", "keep"], &[]));
+    ok(&warden(state.path(), &["rm", "-f", "keep"]));
 }
 
 /// A host HOME with its own caches, which no sandbox may see or write.
@@ -165,7 +154,7 @@ fn a_profiles_caches_persist_between_its_runs_and_are_not_the_hosts() {
         let mut all = vec!["run", "--no-tty"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--", "sh", "-c", CACHE_PROBE]);
-        warden_in(state.path(), &all, &env)
+        warden_env(state.path(), &all, &env)
     };
     let first = ok(&run(&["-P", profile.to_str().unwrap()]));
     assert!(
@@ -197,7 +186,7 @@ fn a_profiles_caches_persist_between_its_runs_and_are_not_the_hosts() {
 #[test]
 fn an_unknown_cache_is_refused_before_anything_starts() {
     let state = TempDir::new("cache-bad-state");
-    let out = warden_in(
+    let out = warden_env(
         state.path(),
         &["run", "--no-tty", "--cache", "maven", "--", "true"],
         &[],

@@ -18,13 +18,7 @@ use std::time::Duration;
 /// `warden ARGS` with its state in `state`/warden and its temporary files
 /// in `tmp` (so that what it leaves there can be seen).
 fn warden_in(state: &Path, tmp: &Path, args: &[&str]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .env("TMPDIR", tmp)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    warden_env(state, args, &[("TMPDIR", tmp.to_str().unwrap())])
 }
 
 /// The entries of `dir` (none when it does not exist).

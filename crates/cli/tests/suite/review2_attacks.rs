@@ -5,16 +5,7 @@
 
 use crate::common::*;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn warden_in(state: &Path, args: &[&str]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use std::process::Command;
 
 #[test]
 fn a_sandbox_cannot_take_every_terminal_of_the_host() {
@@ -128,7 +119,7 @@ fn the_state_directory_is_kept_out_under_another_name_too() {
         all.extend(args.iter().copied());
         let script = format!("echo x > {}", writes.display());
         all.extend(["--", "sh", "-c", &script]);
-        let out = warden_in(&state, &all);
+        let out = warden_at(&state, &all);
         assert!(
             !planted.exists(),
             "{args:?}: the sandbox wrote into the state directory"
@@ -143,7 +134,7 @@ fn the_state_directory_is_kept_out_under_another_name_too() {
     // A directory beside it, with nothing of the state below, is fine.
     let beside = elsewhere.path().join("beside");
     std::fs::create_dir_all(&beside).unwrap();
-    let out = warden_in(
+    let out = warden_at(
         &state,
         &[
             "run",

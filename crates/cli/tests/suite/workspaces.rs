@@ -15,15 +15,7 @@ fn warden(state: &Path, args: &[&str]) -> Output {
 }
 
 fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let run = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.join("warden"))
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| crate::common::warden_env(state, args, env);
     if let ["commit" | "discard" | "snapshot" | "restore", name, ..] = args {
         if !name.starts_with('-') {
             ok(&run(&["stop", name]));
@@ -38,17 +30,6 @@ fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         }
     }
     run(args)
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
 }
 
 /// A listing of a tree that two equal trees share byte for byte: every
