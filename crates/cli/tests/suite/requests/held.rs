@@ -3,8 +3,9 @@
 //! holds are listed by `warden approvals` (and `--json`) with what each
 //! sends (its query's values, its body's length, type, digest and start,
 //! the whole request's digest), so that twins that differ in one value
-//! are two questions a person can tell apart, and each answer lets its
-//! own request reach the recording server and no other. The approved
+//! (or only in a header) are two questions a person can tell apart, and
+//! each answer lets its own request reach the recording server and no
+//! other. The approved
 //! request goes on an upstream connection opened after the answer: a
 //! server that closes connections idle for a second still gets it after a
 //! person took two.
@@ -227,6 +228,27 @@ fn held_twins_that_differ_in_a_body_or_a_query_value_are_asked_apart_and_each_an
         ],
         "only the requests allowed arrived"
     );
+
+    // Only a header apart: the same body shown, the request's digest
+    // tells them apart.
+    let a = send(&["-H", "X-Account: a", "-d", "amount=1"], "");
+    let b = send(&["-H", "X-Account: b", "-d", "amount=1"], "");
+    let qs = questions(state.path(), 2);
+    let lines: Vec<&str> = qs.iter().filter_map(|q| q["request"].as_str()).collect();
+    let body = |l: &str| {
+        l.split(" [request sha256 ")
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(body(lines[0]), body(lines[1]), "{lines:?}");
+    assert_ne!(lines[0], lines[1], "{lines:?}");
+    for q in &qs {
+        answer(state.path(), q, "deny");
+    }
+    assert_eq!(posted(a), "403");
+    assert_eq!(posted(b), "403");
+    assert_eq!(up.requests().len(), 2, "{:?}", up.requests());
 
     // The network's record keeps the values redacted, and the bodies out
     // (the execs' own argv hold them as typed).
