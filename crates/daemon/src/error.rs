@@ -303,6 +303,15 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::Refused(_) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
             }
+            // The supervisor's reason code, at its field's pointer in the
+            // spec (`/spec/secrets/NAME`).
+            LifecycleError::SupervisorRefused { ref refusal, .. } => {
+                let pointer = refusal.json_pointer().map(|p| format!("/spec{p}"));
+                let code = refusal.code;
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
+                    .with_reason(Some(code))
+                    .with_field(pointer.as_deref())
+            }
             // Worded by its reason code; the message names no host path.
             LifecycleError::Workspace { name, refused } => {
                 use warden_workspace::WorkspaceRefused;

@@ -63,6 +63,35 @@ pub enum SecretsError {
     Keeper(KeeperError),
 }
 
+impl SecretsError {
+    /// The stable reason code of a secret that could not be read, and the
+    /// secret's name: what each door words (the API at
+    /// `/spec/secrets/NAME`, the command line at the secret's flag or
+    /// profile line). `None` for a failure of the host, not of a secret.
+    pub fn refusal(&self) -> Option<(&'static str, &str)> {
+        match self {
+            SecretsError::MissingVariable { name, .. } => Some((SECRET_UNSET, name)),
+            SecretsError::File { name, .. } => Some((SECRET_UNREADABLE, name)),
+            SecretsError::Command { name, .. } | SecretsError::CommandFailed { name, .. } => {
+                Some((SECRET_PROGRAM_FAILED, name))
+            }
+            SecretsError::Empty { name } => Some((SECRET_EMPTY, name)),
+            SecretsError::WipeOnFork(_) | SecretsError::TrustFile(_) | SecretsError::Keeper(_) => {
+                None
+            }
+        }
+    }
+}
+
+/// Reason code: a secret's variable is not set in the host's environment.
+pub const SECRET_UNSET: &str = "secret_unset";
+/// Reason code: a secret's file cannot be read.
+pub const SECRET_UNREADABLE: &str = "secret_unreadable";
+/// Reason code: a secret's program cannot be run, or failed.
+pub const SECRET_PROGRAM_FAILED: &str = "secret_program_failed";
+/// Reason code: a secret's value is empty.
+pub const SECRET_EMPTY: &str = "secret_empty";
+
 /// Why the caller's [`Keeper`] failed: its own error, said as it is.
 pub type KeeperError = Box<dyn std::error::Error + Send + Sync>;
 

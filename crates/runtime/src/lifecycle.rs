@@ -9,6 +9,7 @@ pub mod granted;
 mod own;
 mod own_dir;
 mod records;
+pub mod refusal;
 mod stopping;
 
 pub use copies::{
@@ -58,6 +59,14 @@ pub enum LifecycleError {
     /// The supervisor said why it could not run the sandbox.
     #[error("{0}")]
     Refused(String),
+    /// The supervisor refused the start for a reason with a stable code
+    /// (a secret that cannot be read, a workspace moved): each door words
+    /// it by its code and field ([`refusal::StartRefusal`]).
+    #[error("{why}")]
+    SupervisorRefused {
+        why: String,
+        refusal: refusal::StartRefusal,
+    },
     #[error("the sandbox's supervisor stopped before the sandbox ran; see {log}")]
     SupervisorDied { log: PathBuf },
     #[error("`json_events -` (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {name}`, or give a FILE")]
@@ -102,6 +111,7 @@ impl LifecycleError {
         match self {
             LifecycleError::ChangesLost { .. } => Some(CHANGES_LOST),
             LifecycleError::Workspace { refused, .. } => Some(refused.code()),
+            LifecycleError::SupervisorRefused { refusal, .. } => Some(refusal.code),
             _ => None,
         }
     }
@@ -187,6 +197,7 @@ fn make(
             sinks: resolved.sinks,
             ttl_ms: req.ttl.map(|t| t.as_millis() as u64),
             one_shot: req.one_shot,
+            secret_origins: resolved.secret_origins,
         };
         state::write_json(&sb.dir().join(state::STORED), &stored)?;
         Ok(vm)
@@ -325,9 +336,10 @@ pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>,
         .filter_map(|l| l.strip_prefix("degraded: "))
         .map(str::to_string)
         .collect();
+    let refusal = said.lines().find_map(refusal::StartRefusal::parse);
     let line = said
         .lines()
-        .find(|l| !l.starts_with("degraded: "))
+        .find(|l| !l.starts_with("degraded: ") && refusal::StartRefusal::parse(l).is_none())
         .unwrap_or("");
     if line.starts_with("ready") {
         // It lives on detached; its exit is reaped by a thread so that a
@@ -338,9 +350,13 @@ pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>,
         return Ok(degraded);
     }
     let _ = child.wait();
-    match line.strip_prefix("error: ") {
-        Some(why) => Err(LifecycleError::Refused(why.to_string())),
-        None => Err(LifecycleError::SupervisorDied { log: log_path }),
+    match (line.strip_prefix("error: "), refusal) {
+        (Some(why), Some(refusal)) => Err(LifecycleError::SupervisorRefused {
+            why: why.to_string(),
+            refusal,
+        }),
+        (Some(why), None) => Err(LifecycleError::Refused(why.to_string())),
+        (None, _) => Err(LifecycleError::SupervisorDied { log: log_path }),
     }
 }
 

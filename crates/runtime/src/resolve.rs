@@ -93,6 +93,26 @@ pub struct Resolved {
     pub kept: Option<(Store, Sandbox)>,
     /// Lines for the person (what the host cannot give, said once).
     pub notices: Vec<String>,
+    /// Where a profile file set each secret (`FILE:LINE:COL`, by the
+    /// secret's name): kept with a named sandbox's spec, so that a start
+    /// refused for a secret names its line ([`crate::state::Stored`]).
+    pub secret_origins: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a profile file set each secret of `merged`, `FILE:LINE:COL`
+/// (a flag's or a request body's secret has no line to name).
+fn secret_origins(merged: &Layer) -> std::collections::BTreeMap<String, String> {
+    let Some(warden_policy::compose::Slot::Map(items)) = merged.slots.get(&Field::Secret) else {
+        return Default::default();
+    };
+    items
+        .iter()
+        .filter(|(_, set)| set.origin.pointer().is_none())
+        .filter_map(|(name, set)| {
+            let (file, pos) = set.origin.place()?;
+            Some((name.clone(), format!("{file}:{pos}")))
+        })
+        .collect()
 }
 
 /// Why a spec could not be resolved. Nothing is left behind by a refused
@@ -653,6 +673,7 @@ fn resolve_inner(
         },
         kept: None,
         notices,
+        secret_origins: secret_origins(merged),
     })
 }
 

@@ -75,6 +75,11 @@ pub struct Stored {
     /// `warden run -d`: the sandbox stops when its first exec ends.
     #[serde(default)]
     pub one_shot: bool,
+    /// Where the profile set each secret (`FILE:LINE:COL`, by name), as
+    /// known at create: a start refused for a secret names its line.
+    /// Empty in a sandbox created before warden kept it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secret_origins: std::collections::BTreeMap<String, String>,
 }
 
 /// `supervisor.json`: the running supervisor.

@@ -165,27 +165,73 @@ fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::
     // Its secret programs run as the owner: never one a daemon's token
     // could have written (the spec kept says no more where the profile
     // set them).
-    if let Some(spec) = state::stored_spec(sb.dir()) {
-        resolution::check_secret_programs(&spec, Some(state), |_| None)
-            .with_context(|| format!("sandbox {}: refused", sb.name()))?;
+    let stored: Option<Stored> = state::read_json(&sb.dir().join(state::STORED)).ok();
+    if let Some(stored) = &stored {
+        resolution::check_secret_programs(&stored.spec, Some(state), |name| {
+            stored.secret_origins.get(name).cloned()
+        })
+        .with_context(|| format!("sandbox {}: refused", sb.name()))?;
     }
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
     // A detached supervisor's stderr is its log: what the sandbox runs
     // without is said here, by whoever started it. A refusal with a
     // reason code (a workspace moved or reached through a link) begins
     // with it, as the API's does.
-    let started = lifecycle::start(state, sb, &exe).map_err(|e| match e.reason() {
-        Some(code) => {
-            let name = sb.name().to_string();
-            anyhow::Error::new(e).context(format!("sandbox {name}: refused ({code})"))
+    let started = lifecycle::start(state, sb, &exe).map_err(|e| {
+        let at = match &e {
+            lifecycle::LifecycleError::SupervisorRefused { refusal, .. } => {
+                refused_at(refusal, stored.as_ref(), sb)
+            }
+            _ => String::new(),
+        };
+        match e.reason() {
+            Some(code) => {
+                let name = sb.name().to_string();
+                anyhow::Error::new(e).context(format!("sandbox {name}: refused ({code}{at})"))
+            }
+            None => anyhow::Error::new(e),
         }
-        None => anyhow::Error::new(e),
     })?;
     for d in started {
         let (layer, lost) = d.split_once(": ").unwrap_or((d.as_str(), ""));
         eprintln!("{}", resolution::degraded_line(layer, lost));
     }
     Ok(())
+}
+
+/// Where a supervisor's refusal of `sb`'s start points, as the command
+/// line says it: the option by its profile key and, for a secret its
+/// profile set, the profile's `FILE:LINE:COL` kept at create (or that it
+/// is not known, for a sandbox created before warden kept it), else its
+/// flag.
+fn refused_at(
+    refusal: &lifecycle::refusal::StartRefusal,
+    stored: Option<&Stored>,
+    sb: &warden_workspace::Sandbox,
+) -> String {
+    let Some(field) = refusal.field else {
+        return String::new();
+    };
+    let key = match (field.profile_key(), &refusal.item) {
+        (Some(k), Some(item)) => format!("{k}.{item}"),
+        (Some(k), None) => k.to_string(),
+        (None, _) => return String::new(),
+    };
+    let origins = stored.map(|s| &s.secret_origins);
+    let place = refusal
+        .item
+        .as_ref()
+        .and_then(|item| origins.and_then(|o| o.get(item)));
+    match place {
+        Some(place) => format!(", {key} at {place}"),
+        None if origins.is_none_or(|o| o.is_empty()) && sb.meta().profile.is_some() => format!(
+            ", {key}; where its profile sets it is not known: the sandbox was created before warden kept it"
+        ),
+        None => match field.flag() {
+            Some(flag) => format!(", {key}, {flag}"),
+            None => format!(", {key}"),
+        },
+    }
 }
 
 /// Whether the sandbox runs now; a dead supervisor's leftovers are
@@ -462,6 +508,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         sinks: resolved.sinks,
         ttl_ms: None,
         one_shot: false,
+        secret_origins: resolved.secret_origins,
     };
     state::write_json(&sb.dir().join(state::STORED), &stored)?;
     start_supervisor_in(&state, &sb)?;

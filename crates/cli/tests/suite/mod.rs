@@ -119,6 +119,7 @@ mod snapshot_bounds;
 mod snapshot_trust;
 mod snapshots;
 mod start_grants;
+mod start_refusals;
 mod substituted_bodies;
 mod supervisor_busy;
 mod teardown;

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::answer::{access_token, created, error, DEFAULT_TEMPLATE};
+use super::answer::{access_token, created, error, refusal, DEFAULT_TEMPLATE};
 use super::control::{from_api, in_e2b_words, set_labels};
 use super::network::Wanted;
 use super::record::{ttl_for, ALLOW_OUT, ON_TIMEOUT};
@@ -85,6 +85,35 @@ fn identity_refused(body: &NewSandbox) -> Option<&'static str> {
         "iam (workload identity) is not supported: warden gives a sandbox no identity tokens; give credentials through a warden profile's secrets (the template), which the egress proxy substitutes towards their own hosts",
     )
 }
+
+/// A create the door refuses: its stable reason code (the body's
+/// `error_code`) and its words. A refusal of the body's shape or values
+/// is `invalid_body`; the door's own decisions carry their own code.
+struct Refused(&'static str, String);
+
+impl From<String> for Refused {
+    fn from(message: String) -> Refused {
+        Refused(INVALID_BODY, message)
+    }
+}
+
+/// Reason code: the body does not fit, or a value in it is refused.
+const INVALID_BODY: &str = "invalid_body";
+/// Reason code: an option warden does not support (`secure: false`,
+/// `iam`).
+const UNSUPPORTED_OPTION: &str = "unsupported_option";
+/// Reason code: a template that is a snapshot, asked for with what a
+/// snapshot fixes (envs, network, volume mounts, mcp).
+const SNAPSHOT_TEMPLATE: &str = "snapshot_template";
+/// Reason code: a template that is not a plain name of the owner's
+/// catalogue (a path).
+const TEMPLATE_NOT_A_NAME: &str = "template_not_a_name";
+/// Reason code: a template that is neither a profile of the owner's
+/// catalogue nor one of the caller's snapshots.
+const UNKNOWN_TEMPLATE: &str = "unknown_template";
+/// Reason code: the daemon's own template (the code interpreter's
+/// packages' fetch).
+const DAEMON_TEMPLATE: &str = "daemon_template";
 
 /// E2B's timeout when a create names none.
 const DEFAULT_TIMEOUT: u64 = 300;
@@ -215,7 +244,7 @@ fn create_request(
     app: &crate::app::App,
     caller: &Caller,
     body: &NewSandbox,
-) -> Result<(CreateSandbox, Wanted, Vec<warden_policy::VolumeMount>), String> {
+) -> Result<(CreateSandbox, Wanted, Vec<warden_policy::VolumeMount>), Refused> {
     super::mcp::config_refused(body.mcp.as_ref())?;
     let mounts = super::volumes::mounts_of(
         app,
@@ -224,7 +253,7 @@ fn create_request(
         std::path::Path::new(super::paths::E2B_HOME),
     )?;
     if let Some(why) = identity_refused(body) {
-        return Err(why.into());
+        return Err(Refused(UNSUPPORTED_OPTION, why.into()));
     }
     let profile = match body.template_id.as_str() {
         "" => None,
@@ -235,25 +264,25 @@ fn create_request(
         // The daemon's own step that fetches the code interpreter's
         // packages: a client asking for it would get PyPI for nothing.
         super::interpreter::SETUP_PROFILE => {
-            return Err(format!(
+            return Err(Refused(DAEMON_TEMPLATE, format!(
                 "template {:?} is the daemon's own (it fetches the code interpreter's packages); use {:?}",
                 super::interpreter::SETUP_PROFILE,
                 super::interpreter::TEMPLATE
-            ))
+            )))
         }
         // An E2B client names a profile as every caller who is not the
         // owner does: a plain name of the owner's catalogue, never a path.
         t if !warden_policy::trust::is_catalog_name(t) => {
-            return Err(format!(
+            return Err(Refused(TEMPLATE_NOT_A_NAME, format!(
                 "template {t:?}: a template is the plain name of a warden profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host), never a path"
-            ))
+            )))
         }
         // Named here: with the door's own options beside it, the native
         // create would tell a caller only that a profile does not compose.
         t if app.catalog.profile(t).is_err() => {
-            return Err(format!(
+            return Err(Refused(UNKNOWN_TEMPLATE, format!(
                 "template {t:?} is neither a profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host) nor one of your snapshots"
-            ))
+            )))
         }
         t => Some(t.to_string()),
     };
@@ -361,23 +390,26 @@ async fn create_from_snapshot(
         || body.network.is_some()
         || body.allow_internet_access == Some(false)
     {
-        return Err(error(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
+            SNAPSHOT_TEMPLATE,
             format!("template {:?} is a snapshot: it carries its sandbox's environment variables and network; create without envs and network, then change the network with update_network", body.template_id),
         ));
     }
     if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null())
         || body.mcp.as_ref().is_some_and(|v| !v.is_null())
     {
-        return Err(error(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
+            SNAPSHOT_TEMPLATE,
             format!("template {:?} is a snapshot: volumeMounts and mcp are not taken with it; create from a template to mount volumes", body.template_id),
         ));
     }
     if let Some(why) = identity_refused(body) {
-        return Err(error(StatusCode::BAD_REQUEST, why));
+        return Err(refusal(StatusCode::BAD_REQUEST, UNSUPPORTED_OPTION, why));
     }
-    let labels = labels_of(body, &[]).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+    let labels =
+        labels_of(body, &[]).map_err(|m| refusal(StatusCode::BAD_REQUEST, INVALID_BODY, m))?;
     let timeout = body.timeout.unwrap_or(DEFAULT_TIMEOUT);
     super::copies::create_from(e, caller, &body.template_id, labels, timeout).await
 }
@@ -411,7 +443,7 @@ pub async fn create(
     }
     let body: NewSandbox = match parse(&body) {
         Ok(b) => b,
-        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+        Err(m) => return refusal(StatusCode::BAD_REQUEST, INVALID_BODY, m),
     };
     // A template is a profile of the owner's; failing that, one of the
     // caller's snapshots (a snapshot is never named as a profile is).
@@ -430,7 +462,7 @@ pub async fn create(
     }
     let (req, wanted, mounts) = match create_request(&e.app, &caller, &body) {
         Ok(r) => r,
-        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+        Err(Refused(code, m)) => return refusal(StatusCode::BAD_REQUEST, code, m),
     };
     let made =
         match sandboxes::create(State(e.app.clone()), Extension(caller.clone()), Body(req)).await {

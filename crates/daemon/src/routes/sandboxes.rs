@@ -282,6 +282,18 @@ pub async fn create(
 fn start_error(caller: &Caller, id: &str, e: lifecycle::LifecycleError) -> ApiError {
     match caller {
         Caller::Owner => e.into(),
+        // The supervisor's refusal names what failed on the host (a
+        // secret's file, its program): a token is told its code and
+        // field, not the host's words.
+        Caller::Token(_) if matches!(e, lifecycle::LifecycleError::SupervisorRefused { .. }) => {
+            tracing::warn!(sandbox = id, error = %chain(&e), "a token holder's sandbox was refused at its start");
+            let mut err = ApiError::from(e);
+            err.problem.message = format!(
+                "sandbox {id} could not be started: refused ({}); the daemon's owner sees why in its log",
+                err.problem.reason.as_deref().unwrap_or("refused")
+            );
+            err
+        }
         // A refusal with a reason code is worded for any caller.
         Caller::Token(_) if e.reason().is_some() => e.into(),
         Caller::Token(_) => {

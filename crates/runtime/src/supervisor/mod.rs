@@ -80,6 +80,25 @@ pub enum SuperviseError {
     },
 }
 
+impl SuperviseError {
+    /// The stable reason code (and field) of a refusal a door words, if
+    /// this is one.
+    fn refusal(&self) -> Option<crate::lifecycle::refusal::StartRefusal> {
+        use crate::lifecycle::refusal::StartRefusal;
+        match self {
+            SuperviseError::Workspace { refused } => StartRefusal::new(refused.code(), None, None),
+            SuperviseError::Jail(warden_jail::JailError::Secrets(e)) => {
+                let (code, name) = e.refusal()?;
+                StartRefusal::new(code, Some(warden_policy::Field::Secret), Some(name))
+            }
+            SuperviseError::Jail(warden_jail::JailError::WorkspaceMoved { .. }) => {
+                StartRefusal::new(warden_workspace::WORKSPACE_MOVED, None, None)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Where the init's answer to one file operation goes: its errno and the
 /// descriptor it opened.
 type FileWaiter = SyncSender<(i32, Option<OwnedFd>)>;
@@ -194,7 +213,10 @@ pub fn run_main(
         // shim reaps this process for the container's exit.
         Ok(()) => main_status.lock().ok().and_then(|s| *s).unwrap_or(0),
         Err(e) => {
-            ready.tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
+            // Its reason code and field first, on a line of their own,
+            // for the door to word (`lifecycle::refusal`).
+            let code = e.refusal().map(|r| r.line()).unwrap_or_default();
+            ready.tell(&format!("{code}error: {}\n", warden_jail::chain_str(&e)));
             125
         }
     }
