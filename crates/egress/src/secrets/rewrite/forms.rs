@@ -163,7 +163,8 @@ fn base64_pairs(from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// is done where it does: in any common text spelling (raw, percent,
 /// JSON, HTML, either case), in hexadecimal (either case), and in base64
 /// (standard or URL-safe, padded or not, at each alignment, and for a
-/// block also wrapped across blank space, see [`b64`]).
+/// block also wrapped across blank space, see [`b64`], and in UTF-16 and
+/// UTF-32).
 fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
     if v.len() < 6 {
         return Vec::new();
@@ -186,6 +187,10 @@ fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
                 secret,
             });
         }
+        // In UTF-16 and UTF-32, as the scrub reads it in responses.
+        for from in wide_forms(v) {
+            out.push(Pattern::exact(from, action.clone(), secret));
+        }
     }
     out
 }
@@ -197,7 +202,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn a_real_value_wrapped_as_base64_is_blocked_towards_any_host() {
+    fn a_real_value_wrapped_as_base64_or_in_a_wide_encoding_is_blocked_towards_any_host() {
         let value = b"sk-live-0123456789abcdefghij";
         let secrets = [Secret::new(
             "S".into(),
@@ -228,6 +233,10 @@ mod tests {
                     "{sep:?}, {pad} before: {text}"
                 );
             }
+        }
+        for wide in wide_forms(value) {
+            let text = [&b"x\0"[..], &wide, b"\0"].concat();
+            assert!(Rewriter::all(p.clone(), &text).is_err(), "{text:?}");
         }
     }
 
