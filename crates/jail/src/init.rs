@@ -177,8 +177,8 @@ fn child_setup_and_run(
     }
     let exec = ExecPlan::new(&plan, program, report, original_mask)?;
     let child = exec.spawn()?;
-    drop(plan.pty_slave.take());
-    Ok(supervise_command(child, sfd, report, sockets))
+    let pty = plan.pty_slave.take().is_some();
+    Ok(supervise_command(child, pty, sfd, report, sockets))
 }
 
 /// The first steps, before the supervisor's go-ahead: the parent-death

@@ -589,6 +589,54 @@ fn a_memory_hog_hits_the_memory_limit_and_exits_137() {
     assert_eq!(exited["reason"], "out_of_memory");
 }
 
+/// Socket buffers are memory the sandbox makes the kernel hold: queued in
+/// loopback connections of its own that it never reads, they must count
+/// against its memory limit (cgroup v1 counts TCP's apart, and only once
+/// told to), not only against the host's TCP memory.
+#[test]
+fn tcp_buffers_a_sandbox_fills_and_never_reads_stay_within_its_memory_limit() {
+    if !cgroups_usable() {
+        skip("no usable memory cgroup for this user (see `warden doctor`)");
+        return;
+    }
+    let py = r#"
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(64)
+held, queued = [], 0
+for _ in range(40):
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+    c.connect(srv.getsockname()); a, _ = srv.accept()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+    c.setblocking(False)
+    chunk = b"x" * 65536
+    while True:
+        try:
+            queued += c.send(chunk)
+        except BlockingIOError:
+            break
+    held += [c, a]
+print("queued", queued // (1 << 20), flush=True)
+"#;
+    let out = run_sh(
+        &["--memory", "64M", "--timeout", "60s"],
+        &format!("python3 -c '{py}'"),
+    );
+    let s = stdout(&out);
+    let queued: u64 = match s.lines().find_map(|l| l.strip_prefix("queued ")) {
+        Some(n) => n.trim().parse().unwrap(),
+        None if code(&out) == 137 => 0,
+        None => panic!("the program did not run: {s} {}", stderr(&out)),
+    };
+    // Killed at its limit, or held to it: either way nowhere near the
+    // hundreds of MiB 40 such connections hold when nothing charges them.
+    assert!(
+        queued < 128,
+        "a 64 MiB sandbox queued {queued} MiB in TCP buffers: {s} {}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_fork_bomb_is_stopped_by_the_pids_limit() {
     if !cgroups_usable() {
@@ -1088,6 +1136,120 @@ fn ctrl_c_on_the_terminal_interrupts_the_sandboxed_command() {
     assert!(start.elapsed() < Duration::from_secs(10));
     // Python exits 1 after KeyboardInterrupt's traceback, or dies of SIGINT.
     assert!(matches!(status.code(), Some(1) | Some(130)), "{status:?}");
+}
+
+#[test]
+fn ctrl_c_on_the_terminal_interrupts_a_command_run_without_a_pty() {
+    // `-T`: no pty, so the command is in a session of its own and the
+    // terminal's SIGINT reaches it through the init, not directly.
+    let mut term = TestTerminal::open(24, 80);
+    let py = "import time\nprint('ready', flush=True)\ntime.sleep(20)\n";
+    let mut child =
+        term.spawn(Command::new(warden_bin()).args(["run", "-T", "--", "python3", "-c", py]));
+    let seen = term.expect("ready", Duration::from_secs(10));
+    assert!(seen.contains("ready"), "{seen:?}");
+    use std::io::Write;
+    term.master.write_all(b"\x03").unwrap();
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(matches!(status.code(), Some(1) | Some(130)), "{status:?}");
+}
+
+#[test]
+fn settings_a_command_run_without_a_pty_makes_on_the_terminal_do_not_outlast_it() {
+    use std::os::fd::AsRawFd;
+    let term = TestTerminal::open(24, 80);
+    let flags = |t: &TestTerminal| {
+        // SAFETY: a zeroed termios is a valid out-parameter; the slave
+        // descriptor is open for the call.
+        let mut tio: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::tcgetattr(t.slave.as_raw_fd(), &mut tio) }, 0);
+        (tio.c_lflag & libc::ECHO != 0, tio.c_cc[libc::VINTR])
+    };
+    let before = flags(&term);
+    assert!(before.0, "the test terminal starts without echo");
+    let mut child = term.spawn(Command::new(warden_bin()).args([
+        "run",
+        "-T",
+        "--",
+        "sh",
+        "-c",
+        "stty -echo intr ^A && stty -a | grep -q -- -echo",
+    ]));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        flags(&term),
+        before,
+        "the command's terminal settings (echo off, ^A to interrupt) outlasted the run"
+    );
+}
+
+/// Left in the init's process group and session, the command would share
+/// them with whoever started warden: `kill(0, sig)` names the sender's
+/// group past the PID namespace.
+#[test]
+fn the_command_leads_a_session_and_process_group_of_its_own() {
+    let out = run_sh(&[], "cut -d' ' -f5,6 /proc/$$/stat; echo pid $$");
+    let s = stdout(&out);
+    let pid = s
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .unwrap_or_else(|| panic!("{s} {}", stderr(&out)))
+        .trim();
+    assert_eq!(
+        s.lines().next().map(str::trim),
+        Some(format!("{pid} {pid}").as_str()),
+        "the command's process group and session (0 0: outside the sandbox): {s}"
+    );
+}
+
+/// A rootless sandbox's processes are the owner's user on the host, so
+/// only the group (and Landlock's signal scope, from Linux 6.12) keeps
+/// `kill(0)` from the caller: with Landlock switched off, as a kernel
+/// before 6.12 has no scope, the caller's process group must get nothing
+/// and `warden run` must not be stopped past its timeout.
+#[test]
+fn a_rootless_command_signalling_its_process_group_reaches_no_host_process() {
+    let Some(user) = Unprivileged::get() else {
+        skip("no unprivileged user to run warden as");
+        return;
+    };
+    let state = TempDir::new("pgrp-state");
+    user.own(state.path());
+    // A caller without job control (a script, an agent's subprocess), in
+    // a session of its own so that nothing of the test's is in its group;
+    // a bystander in the same group records what it gets.
+    let script = format!(
+        "trap 'echo caller-got-usr1' USR1; \
+         sh -c 'trap \"echo bystander-got-usr1; exit\" USR1; sleep 5 & wait' & \
+         sleep 0.3; \
+         {bin} run -T --timeout 3s -- sh -c 'trap : USR1; kill -s USR1 0; kill -s STOP 0; echo sent'; echo run-ended $?; \
+         wait; echo caller-done",
+        bin = user.bin.display()
+    );
+    let start = Instant::now();
+    let out = user
+        .command("setsid")
+        .args(["-w", "bash", "-c", &script])
+        .env("WARDEN_STATE_DIR", state.path())
+        .env("WARDEN_TEST_WEAKEN", "landlock")
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "the run was held: {s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("caller-done"), "{s} {}", stderr(&out));
+    assert!(
+        !s.contains("caller-got-usr1") && !s.contains("bystander-got-usr1"),
+        "a signal to the sandbox's process group reached the host: {s}"
+    );
+    // The command stopped its own group, itself: its timeout ends it.
+    assert!(s.contains("run-ended 124"), "{s} {}", stderr(&out));
 }
 
 #[test]

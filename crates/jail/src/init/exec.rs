@@ -75,8 +75,15 @@ impl ExecPlan {
         // `self` keeps alive, and is async-signal-safe; the process execs or
         // leaves with _exit.
         unsafe {
+            // A session of its own, pty or not: left in the init's, the
+            // command would share the process group and session of whoever
+            // started warden, and `kill(0, sig)` (which names the sender's
+            // group by the kernel's own reference, past the PID namespace)
+            // would reach them: the caller, `warden run` itself (SIGSTOP
+            // holds its timeout). Landlock's signal scope stops that too,
+            // from Linux 6.12 on only.
+            libc::setsid();
             if let Some(fd) = self.pty {
-                libc::setsid();
                 libc::ioctl(fd, libc::TIOCSCTTY, 0);
                 libc::dup2(fd, 0);
                 libc::dup2(fd, 1);

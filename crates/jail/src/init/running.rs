@@ -36,6 +36,7 @@ fn serve_socket(channel: &OwnedFd) -> bool {
 /// process left in the sandbox's PID namespace.
 pub(super) fn supervise_command(
     command: Pid,
+    pty: bool,
     sfd: SignalFd,
     report: &OwnedFd,
     mut sockets: Option<OwnedFd>,
@@ -83,13 +84,18 @@ pub(super) fn supervise_command(
                     Ok(_) => continue,
                 }
             }
-        } else if info.ssi_code != libc::SI_KERNEL {
-            // Signals from the terminal (SI_KERNEL) already reached the
-            // command, which shares the foreground process group; only
-            // signals sent with kill(2), e.g. forwarded by the supervisor,
-            // are passed on.
-            if let Ok(sig) = Signal::try_from(signo) {
+        } else if let Ok(sig) = Signal::try_from(signo) {
+            if info.ssi_code != libc::SI_KERNEL {
+                // Sent with kill(2), e.g. forwarded by the supervisor: to
+                // the command, as a process manager passes it on.
                 let _ = nix::sys::signal::kill(command, sig);
+            } else if !pty {
+                // From the terminal the run was started at (Ctrl-C, a
+                // hang-up): the command has a session of its own, so the
+                // terminal's foreground group no longer holds it; passed to
+                // its whole group, as the terminal would have. With a pty
+                // the sandbox's own terminal signals it instead.
+                let _ = nix::sys::signal::kill(Pid::from_raw(-command.as_raw()), sig);
             }
         }
     }
