@@ -102,6 +102,15 @@ impl RawMode {
         termios::tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw).map_err(PtyError::Raw)?;
         Ok(Some(RawMode { saved }))
     }
+
+    /// The terminal on stdin, when it is one, left as it is and put back
+    /// as it was when dropped: a command run without a pty is handed the
+    /// caller's terminal itself, and what it set there (`stty -echo`, its
+    /// interrupt character) must not outlast the run.
+    pub fn keep() -> Option<RawMode> {
+        let saved = termios::tcgetattr(std::io::stdin().as_fd()).ok()?;
+        Some(RawMode { saved })
+    }
 }
 
 impl Drop for RawMode {

@@ -43,7 +43,7 @@ pub(super) fn supervise(
     let raw = if master.is_some() {
         RawMode::enable()?
     } else {
-        None
+        RawMode::keep()
     };
     let sfd = SignalFd::with_flags(
         &signals.handled,
