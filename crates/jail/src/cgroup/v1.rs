@@ -2,7 +2,8 @@
 //! the v1 controllers.
 //!
 //! This module owns what only v1 has: a directory per controller hierarchy
-//! under the shared `warden` parent, `memory.limit_in_bytes` and `memsw`,
+//! under the shared `warden` parent, `memory.limit_in_bytes`, `memsw` and
+//! `kmem.tcp`,
 //! the CFS period and quota files, `memory.oom_control` and `cpuacct.stat`
 //! in USER_HZ ticks. It never decides which hierarchy to use (`plan` does)
 //! and never kills (`kill` does, freezer included).
@@ -43,6 +44,15 @@ pub(super) fn set_memory(dir: &Path, value: &str) -> Result<(), CgroupError> {
     let memsw = dir.join("memory.memsw.limit_in_bytes");
     if memsw.exists() {
         write_file(&memsw, value, Op::Write)?;
+    }
+    // v1 charges TCP's socket buffers to a memory cgroup only once its
+    // `kmem.tcp` limit is set, and keeps them apart from the rest: left
+    // unset, a sandbox could queue hundreds of MiB in loopback connections
+    // of its own, counted only against the host's `tcp_mem` (which every
+    // other TCP socket of the host shares). v2 charges them to memory.max.
+    let tcp = dir.join("memory.kmem.tcp.limit_in_bytes");
+    if tcp.exists() {
+        write_file(&tcp, value, Op::Write)?;
     }
     Ok(())
 }
