@@ -323,18 +323,6 @@ fn logout_and_revocation_end_the_session() {
     assert_eq!(status, 401, "{b}");
 }
 
-fn token_with(d: &Daemon, name: &str, scope: &str) -> String {
-    ok(&warden(
-        &d.state,
-        &["token", "create", name, "--scope", scope],
-    ))
-    .trim()
-    .lines()
-    .last()
-    .unwrap()
-    .to_string()
-}
-
 /// The browser sends the daemon's cookie to every port of the daemon's
 /// host (cookies do not separate ports, and `SameSite` counts two ports
 /// of one host as one site): a sandbox's dev server published on
@@ -414,7 +402,7 @@ fn a_cookie_received_by_another_port_of_the_host_is_worth_nothing_alone() {
 fn a_session_planted_by_another_port_never_stands_for_the_person() {
     let Some((_state, d)) = start() else { return };
     let person = login(&d, &admin_token(&d));
-    let planted = login(&d, &token_with(&d, "agent", "sandboxes:read"));
+    let planted = login(&d, &token(&d.state, "agent", &["sandboxes:read"]));
     let both = format!("{}; {}", planted.cookie, person.cookie);
     let page: &[(&str, &str)] = &[
         ("cookie", &both),
@@ -456,7 +444,7 @@ fn no_answer_of_the_api_is_kept_by_a_cache() {
 fn logging_in_again_and_again_with_one_token_logs_no_one_else_out() {
     let Some((_state, d)) = start() else { return };
     let person = login(&d, &admin_token(&d));
-    let agent = token_with(&d, "agent", "sandboxes:read");
+    let agent = token(&d.state, "agent", &["sandboxes:read"]);
     // More logins than the daemon keeps sessions (256), in one curl (one
     // curl per login took 13 s of the test's time).
     let origin = format!("http://{}", d.tcp.as_ref().unwrap());

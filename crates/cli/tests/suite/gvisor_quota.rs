@@ -7,7 +7,7 @@
 //! add up past its quota. Skipped, with the reason, where runsc cannot run
 //! a sandbox here.
 
-use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::daemon::{call_on, curl_available, json, token_with, Daemon};
 use crate::common::gvisor::gvisor_available;
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -15,27 +15,12 @@ use std::time::Duration;
 
 /// A token of `max_memory` in all that may create sandboxes.
 fn token(state: &Path, name: &str, max_memory: &str) -> String {
-    ok(&warden(
+    token_with(
         state,
-        &[
-            "token",
-            "create",
-            name,
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--max-memory",
-            max_memory,
-            "--max-sandboxes",
-            "16",
-        ],
-    ))
-    .trim()
-    .lines()
-    .last()
-    .unwrap()
-    .to_string()
+        name,
+        &["sandboxes:read", "sandboxes:write"],
+        &["--max-memory", max_memory, "--max-sandboxes", "16"],
+    )
 }
 
 /// The memory limit of the cgroup whose directory name holds `id`, found

@@ -10,7 +10,7 @@
 //! may not touch it).
 
 use crate::common;
-use crate::common::daemon::{mcp_raw, token, Daemon};
+use crate::common::daemon::{mcp_raw, sandboxes_on_disk, token, Daemon};
 use crate::common::mcp::{call, good, refused, runtime, session_of, stdio_client, text, Client};
 use crate::common::*;
 use rmcp::model::ReadResourceRequestParams;
@@ -21,16 +21,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod ask_scope;
-
-fn sandboxes_on_disk(state: &Path) -> Vec<String> {
-    std::fs::read_dir(state.join("warden/sandboxes"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// A state directory and a workspace (with `a.txt`) for a stdio session,
 /// and a file outside the workspace with a link to it planted in the

@@ -5,6 +5,7 @@
 //! API key. Through the real daemon over real HTTP, two tokens.
 
 use crate::common::daemon::*;
+use crate::common::grants::stdout_of;
 use crate::common::*;
 use std::path::Path;
 
@@ -20,10 +21,6 @@ fn profile_with_cache(config: &Path) {
 }
 
 const WHEEL: &str = "~/.cache/pip/wheels/evil-1.0-py3-none-any.whl";
-
-fn stdout_of(b: &str) -> String {
-    json(b)["stdout"].as_str().unwrap_or_default().to_string()
-}
 
 /// Sandbox `name` of profile `cachy`, made through `t`.
 fn make(t: &impl Fn(&str, &str, Option<&str>) -> (u16, String), name: &str) {

@@ -10,14 +10,11 @@ use crate::common::daemon::{
     api_token, call_on, calls_as, curl_available, json, over_tcp, slow_to_copy, with_config,
     worker, Daemon, WORKER_SCOPES,
 };
+use crate::common::grants::stdout_of;
 use crate::common::*;
 
 fn owner(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
     call_on(d, false, method, path, body, None)
-}
-
-fn stdout_of(b: &str) -> String {
-    json(b)["stdout"].as_str().unwrap_or_default().to_string()
 }
 
 /// The owner's sandbox `victim` with host reach only the owner may give

@@ -11,6 +11,7 @@
 //! Each test skips, saying why, when the host has no guest kernel (the VM
 //! backend refuses to start without one, before it runs any VMM).
 
+use crate::common::vm::vm_dir;
 use crate::common::*;
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -18,14 +19,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Root's VM directory (where `.ci/run` unpacks the guest kernel), or
-/// `WARDEN_VM_DIR`.
-fn vm_dir() -> PathBuf {
-    std::env::var_os("WARDEN_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm"))
-}
 
 /// The guest kernel's release, or `None` (the reason printed).
 fn guest_release() -> Option<String> {
