@@ -147,10 +147,21 @@ pub fn probe() -> Report {
     };
     checks.push(userns);
     checks.push(match landlock_abi {
-        Some(abi) => Check {
+        Some(abi) if abi >= 6 => Check {
             name: "landlock",
             ok: true,
             detail: format!("ABI {abi}"),
+            lost: None,
+        },
+        // Before ABI 6 (Linux 6.12) Landlock cannot scope signals or
+        // abstract sockets: not a lost layer (the PID and network
+        // namespaces and the command's own session hold them), but said.
+        Some(abi) => Check {
+            name: "landlock",
+            ok: true,
+            detail: format!(
+                "ABI {abi}; signals and abstract sockets are not scoped by Landlock before ABI 6 (Linux 6.12): the PID and network namespaces hold them alone"
+            ),
             lost: None,
         },
         None => Check {
