@@ -203,6 +203,18 @@ pub(crate) fn reached(end: &Path) -> Vec<(&'static str, &'static str)> {
     out
 }
 
+/// The rows of [`SENSITIVE`] and [`crate::hostexec::TOOLS`] that name a
+/// path rather than a glob, without a directory row's trailing `/`: where
+/// a link at the workspace's top redirects what a tool reads.
+pub(crate) fn row_paths() -> impl Iterator<Item = &'static str> {
+    SENSITIVE
+        .iter()
+        .map(|(pattern, ..)| *pattern)
+        .chain(crate::hostexec::TOOLS.iter().map(|(pattern, _)| *pattern))
+        .filter(|pattern| !pattern.contains('*'))
+        .map(|pattern| pattern.trim_end_matches('/'))
+}
+
 fn link_flag(rule: &'static str, reason: &str) -> Flag {
     Flag {
         rule,

@@ -86,9 +86,10 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     let mut repos_before = Repos::new(before, t.host_hooks, t.host_includes, t.home);
     // Where every link of the tree ends, read only when a binary asset
     // changed: the names links give it.
+    let behind = crate::behind::Behind::new(&after, ends.as_ref());
     let mut aliases: Option<BTreeMap<PathBuf, Vec<PathBuf>>> = ends;
     for c in changes.iter_mut() {
-        let mut found = Vec::new();
+        let mut found = behind.flags(c);
         git(&mut repos_after, &mut repos_before, c, &mut found);
         hooks(&mut repos_after, &mut repos_before, c, &mut found);
         included(&mut repos_after, &mut repos_before, c, &mut found);

@@ -17,6 +17,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 mod anchor;
+mod behind;
 mod beneath;
 mod change;
 pub mod commit;

@@ -54,7 +54,14 @@ echo plain > notes.txt
         );
     }
     assert!(rules_of(&all, "notes.txt").is_empty(), "{all:?}");
-    assert!(rules_of(&all, "cfg").is_empty(), "{all:?}");
+    // What the link redirects to is what Claude Code reads: flagged by
+    // that name too (`.claude/settings.json`).
+    assert!(
+        rules_of(&all, "cfg/settings.json")
+            .iter()
+            .any(|r| r == "host-exec"),
+        "{all:?}"
+    );
     plain_commit_refuses(state.path(), &name);
     for p in [".claude", ".husky", ".vscode", ".github"] {
         assert!(w.join(p).symlink_metadata().is_err(), "{p} landed unasked");

@@ -112,3 +112,64 @@ ln -s icon.png icon-copy.png
     plain_commit_refuses(state.path(), &name);
     assert!(!w.join("logo.png").exists(), "the module landed unasked");
 }
+
+/// Before: a file written behind the owner's own link from a tool's
+/// directory (`.vscode -> editor/vscode`, the sandbox editing
+/// `editor/vscode/tasks.json`) was judged by its own, unremarkable path
+/// and landed by a plain commit; the editor then ran its task. Now it is
+/// judged by the name the tool reads too: always through a link at a
+/// row's path at the top of the workspace, and through any link of the
+/// tree when the diff follows them all (it does once a change is a link
+/// or a new directory).
+#[test]
+fn a_file_written_behind_the_owners_link_from_a_tool_directory_is_flagged_for_the_name_the_tool_reads(
+) {
+    let state = TempDir::new("behind-state");
+    let ws = TempDir::new("behind-ws");
+    let w = ws.path();
+    std::fs::create_dir_all(w.join("editor/vscode")).unwrap();
+    std::fs::create_dir_all(w.join("shared/claude")).unwrap();
+    std::fs::create_dir_all(w.join("sub")).unwrap();
+    std::fs::write(w.join("editor/vscode/tasks.json"), "{\"tasks\":[]}\n").unwrap();
+    std::fs::write(w.join("shared/claude/settings.json"), "{}\n").unwrap();
+    std::fs::write(w.join("notes.txt"), "a\n").unwrap();
+    symlink("editor/vscode", w.join(".vscode")).unwrap();
+    symlink("../shared/claude", w.join("sub/.claude")).unwrap();
+    let task = r#"{"tasks":[{"label":"x","command":"touch /tmp/pwned","runOptions":{"runOn":"folderOpen"}}]}"#;
+    // No link and no new directory in this diff: the top's links are
+    // looked up.
+    let name = overlay_run(
+        state.path(),
+        w,
+        &format!("printf '%s\\n' '{task}' > editor/vscode/tasks.json && echo b > notes.txt"),
+    );
+    let all = diff_flag_rules(state.path(), &name);
+    assert!(
+        rules_of(&all, "editor/vscode/tasks.json")
+            .iter()
+            .any(|r| r == "host-exec"),
+        "{all:?}"
+    );
+    assert!(rules_of(&all, "notes.txt").is_empty(), "{all:?}");
+    plain_commit_refuses(state.path(), &name);
+    assert!(
+        !std::fs::read_to_string(w.join("editor/vscode/tasks.json"))
+            .unwrap()
+            .contains("pwned"),
+        "the task landed unasked"
+    );
+    // A new directory in the diff: every link is followed, the nested
+    // one too.
+    let name = overlay_run(
+        state.path(),
+        w,
+        "echo '{\"hooks\":{}}' > shared/claude/settings.json && mkdir made",
+    );
+    let all = diff_flag_rules(state.path(), &name);
+    assert!(
+        rules_of(&all, "shared/claude/settings.json")
+            .iter()
+            .any(|r| r == "host-exec"),
+        "{all:?}"
+    );
+}
