@@ -470,32 +470,10 @@ fn with_headers(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> (u16, Option<String>, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-i", "--max-time", "60", "-X", method]);
-    for (k, v) in headers {
-        cmd.args(["-H", &format!("{k}: {v}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd
-        .arg(format!("http://{}{path}", d.tcp.as_ref().unwrap()))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let cookie = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, v)| v.split(';').next().unwrap_or("").trim().to_string());
-    (status, cookie, body.to_string())
+    let (status, head, body) = http_on(d.tcp.as_ref().unwrap(), method, path, headers, body);
+    let cookie =
+        header(&head, "set-cookie").map(|v| v.split(';').next().unwrap_or("").trim().to_string());
+    (status, cookie, body)
 }
 
 #[test]
