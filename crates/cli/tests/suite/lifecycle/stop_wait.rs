@@ -186,20 +186,29 @@ fn a_stuck_supervisor_makes_exec_and_pause_say_so_in_bounded_time_instead_of_han
         }
     }
     let _let_go = LetGo(pid);
-    for args in [&["exec", "sh", "--", "true"][..], &["pause", "sh"][..]] {
-        let t0 = Instant::now();
-        let mut child = Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let bound = Duration::from_secs(25);
-        while child.try_wait().unwrap().is_none() && t0.elapsed() < bound {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    // Both at once: each waits for the hello on its own connection (the
+    // kernel queues both while the supervisor takes none), so the two
+    // bounded waits overlap instead of adding up.
+    let calls = [&["exec", "sh", "--", "true"][..], &["pause", "sh"][..]];
+    let t0 = Instant::now();
+    let mut children: Vec<_> = calls
+        .iter()
+        .map(|args| {
+            Command::new(warden_bin())
+                .args(*args)
+                .env("WARDEN_STATE_DIR", state.path().join("warden"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let bound = Duration::from_secs(25);
+    while t0.elapsed() < bound && children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (args, mut child) in calls.iter().zip(children) {
         if child.try_wait().unwrap().is_none() {
             let _ = child.kill();
             let _ = child.wait();
