@@ -25,11 +25,9 @@ pub(crate) struct Behind {
 impl Behind {
     /// `ends`: every link of the tree by where it ends, when the diff
     /// read them all.
-    pub(crate) fn new(after: &View<'_>, ends: Option<&BTreeMap<PathBuf, Vec<PathBuf>>>) -> Behind {
-        if let Some(all) = ends {
-            return Behind {
-                by_end: all.clone(),
-            };
+    pub(crate) fn new(after: &View<'_>, ends: Option<BTreeMap<PathBuf, Vec<PathBuf>>>) -> Behind {
+        if let Some(by_end) = ends {
+            return Behind { by_end };
         }
         let mut by_end: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
         for row in crate::flags::row_paths() {
@@ -52,6 +50,11 @@ impl Behind {
             }
         }
         Behind { by_end }
+    }
+
+    /// Every link known, by where its chain ends.
+    pub(crate) fn ends(&self) -> &BTreeMap<PathBuf, Vec<PathBuf>> {
+        &self.by_end
     }
 
     /// Flags of `c` by the names links give it: each row of git, CI or

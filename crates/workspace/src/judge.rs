@@ -84,10 +84,12 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     let ends = links(&after, &before, changes);
     let mut repos_after = Repos::new(after, t.host_hooks, t.host_includes, t.home);
     let mut repos_before = Repos::new(before, t.host_hooks, t.host_includes, t.home);
-    // Where every link of the tree ends, read only when a binary asset
-    // changed: the names links give it.
-    let behind = crate::behind::Behind::new(&after, ends.as_ref());
-    let mut aliases: Option<BTreeMap<PathBuf, Vec<PathBuf>>> = ends;
+    // Every link of the tree by where it ends: known when `links` read
+    // them all, else read only when a binary asset changed (the names
+    // links give it).
+    let all_links = ends.is_some();
+    let behind = crate::behind::Behind::new(&after, ends);
+    let mut aliases: Option<BTreeMap<PathBuf, Vec<PathBuf>>> = None;
     for c in changes.iter_mut() {
         let mut found = behind.flags(c);
         git(&mut repos_after, &mut repos_before, c, &mut found);
@@ -96,7 +98,10 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
         found.extend(crate::unseen::flag(lower, &upper, c));
         if found.iter().all(|f| f.rule != crate::unseen::BINARY) && crate::unseen::asset_by_name(c)
         {
-            let names = aliases.get_or_insert_with(|| link_ends(&after));
+            let names = match all_links {
+                true => behind.ends(),
+                false => aliases.get_or_insert_with(|| link_ends(&after)),
+            };
             if let Some(f) = names.get(&c.path).and_then(|n| crate::unseen::renamed(n)) {
                 found.push(f);
             }
