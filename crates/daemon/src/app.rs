@@ -276,22 +276,24 @@ impl App {
         if warden_workspace::validate_name("sandbox id", id).is_err() {
             return Err(ApiError::not_found(format!("no sandbox {id:?}")));
         }
-        // A pooled sandbox is nobody's until a create takes it.
+        let sb = self.store.get(id).map_err(|e| match e {
+            warden_workspace::StoreError::NotFound(_) => {
+                ApiError::not_found(format!("no sandbox {id:?}: GET /v1/sandboxes lists them"))
+            }
+            e => ApiError::internal(chain(&e)),
+        })?;
+        // A pooled sandbox is nobody's until a create takes it (the very
+        // sandbox pooled, not a later one of its name).
         if self
             .db()?
-            .is_pooled(id)
+            .is_pooled_sandbox(&sb)
             .map_err(|e| ApiError::internal(chain(&e)))?
         {
             return Err(ApiError::not_found(format!(
                 "no sandbox {id:?}: GET /v1/sandboxes lists them"
             )));
         }
-        self.store.get(id).map_err(|e| match e {
-            warden_workspace::StoreError::NotFound(_) => {
-                ApiError::not_found(format!("no sandbox {id:?}: GET /v1/sandboxes lists them"))
-            }
-            e => ApiError::internal(chain(&e)),
-        })
+        Ok(sb)
     }
 
     /// The daemon's record of `sb`: none when it made no record of that

@@ -110,6 +110,17 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             let _ = app.db()?.take_pooled(&id);
             continue;
         };
+        // A sandbox that took a pooled one's name (removed behind the
+        // daemon's back) is not pooled: its entry goes, the sandbox is
+        // left as it is, never handed out.
+        if !app
+            .db()?
+            .is_pooled_sandbox(&sb)
+            .map_err(|e| ApiError::internal(chain(&e)))?
+        {
+            let _ = app.db()?.take_pooled(&id);
+            continue;
+        }
         if !lifecycle::liveness(&sb).running() {
             // Not running: one the refill is making at this moment (it
             // enters the pool before it starts), or a dead one, which the
@@ -180,7 +191,7 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             Err(e) if delta.is_empty() => {
                 // Not this owner's (its quota), and untouched: back in
                 // the pool.
-                let _ = app.db()?.insert_pooled(&id, claim.profile);
+                let _ = app.db()?.insert_pooled(&sb, claim.profile);
                 Err(e)
             }
             Err(e) => {
@@ -307,7 +318,7 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
     let recorded = app
         .db()
         .map_err(|e| e.problem.message)
-        .and_then(|db| db.insert_pooled(&id, profile).map_err(|e| chain(&e)));
+        .and_then(|db| db.insert_pooled(&sb, profile).map_err(|e| chain(&e)));
     if let Err(e) = recorded {
         let _ = lifecycle::remove(&app.store, &id, true);
         return Err(e);

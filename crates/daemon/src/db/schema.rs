@@ -65,6 +65,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("execs", "role", "TEXT"),
     ("tokens", "parent", "TEXT"),
     ("sandboxes", "uid", "TEXT"),
+    ("pool", "uid", "TEXT"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.

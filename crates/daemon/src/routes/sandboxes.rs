@@ -369,12 +369,14 @@ pub async fn list(
             if !sees(&e.name) {
                 continue;
             }
-            if pooled.contains(&e.name) {
-                continue;
-            }
             let Ok(sb) = app.store.get(&e.name) else {
                 continue;
             };
+            // Pooled: the very sandbox the pool made, not a later one
+            // that took its name.
+            if pooled.contains(&e.name) && app.db()?.is_pooled_sandbox(&sb).unwrap_or(true) {
+                continue;
+            }
             // A record kept of an earlier sandbox of this name is not this
             // one's: its labels are not matched (as `App::info` shows none).
             let row = rows.get(&e.name).filter(|r| r.is_of(&sb));
