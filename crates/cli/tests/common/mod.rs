@@ -651,3 +651,48 @@ pub fn v1_hierarchies() -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// The delegation an administrator makes once for a rootless user
+/// (docs/install.md): `warden-user-UID` in each cgroup v1 hierarchy, the
+/// user's. Dropped, it takes away again what it made (only while empty),
+/// never one that was there before.
+pub struct Delegation(Vec<PathBuf>);
+
+impl Delegation {
+    pub fn make(uid: u32, gid: u32) -> Delegation {
+        let mut made = Vec::new();
+        for h in v1_hierarchies() {
+            let d = h.join(format!("warden-user-{uid}"));
+            if !d.exists() {
+                std::fs::create_dir_all(&d).unwrap();
+                made.push(d.clone());
+            }
+            std::os::unix::fs::chown(&d, Some(uid), Some(gid)).unwrap();
+        }
+        Delegation(made)
+    }
+
+    /// No delegation for `uid` any more, with what sandboxes left in it
+    /// (there should be nothing).
+    pub fn remove_for(uid: u32) {
+        for h in v1_hierarchies() {
+            let d = h.join(format!("warden-user-{uid}"));
+            if d.exists() {
+                for e in std::fs::read_dir(&d).unwrap().flatten() {
+                    if e.path().is_dir() {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
+    }
+}
+
+impl Drop for Delegation {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}

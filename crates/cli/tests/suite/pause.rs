@@ -329,33 +329,6 @@ fn pausing_needs_the_lifecycle_scope_and_a_sandboxs_own_token_cannot_pause_it() 
     assert_eq!(st, 200, "{b}");
 }
 
-/// The delegation an administrator makes once for a rootless user
-/// (docs/install.md), taken away again when dropped (only while empty).
-struct Delegation(Vec<PathBuf>);
-
-impl Delegation {
-    fn make(uid: u32, gid: u32) -> Delegation {
-        let mut made = Vec::new();
-        for h in v1_hierarchies() {
-            let d = h.join(format!("warden-user-{uid}"));
-            if !d.exists() {
-                std::fs::create_dir_all(&d).unwrap();
-                std::os::unix::fs::chown(&d, Some(uid), Some(gid)).unwrap();
-                made.push(d);
-            }
-        }
-        Delegation(made)
-    }
-}
-
-impl Drop for Delegation {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir(d);
-        }
-    }
-}
-
 #[test]
 fn a_rootless_sandbox_pauses_with_a_delegated_freezer_and_is_told_why_not_without_one() {
     if !is_root() {

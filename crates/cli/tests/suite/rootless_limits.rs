@@ -7,46 +7,6 @@
 //! user and takes it away again).
 
 use crate::common::*;
-use std::path::PathBuf;
-
-/// The delegation an administrator makes once, for one user.
-struct Delegation(Vec<PathBuf>);
-
-impl Delegation {
-    fn make(uid: u32, gid: u32) -> Delegation {
-        let mut made = Vec::new();
-        for h in v1_hierarchies() {
-            let d = h.join(format!("warden-user-{uid}"));
-            std::fs::create_dir_all(&d).unwrap();
-            std::os::unix::fs::chown(&d, Some(uid), Some(gid)).unwrap();
-            made.push(d);
-        }
-        Delegation(made)
-    }
-
-    fn remove_for(uid: u32) {
-        for h in v1_hierarchies() {
-            let d = h.join(format!("warden-user-{uid}"));
-            if d.exists() {
-                // Sandboxes' leftovers first (there should be none).
-                for e in std::fs::read_dir(&d).unwrap().flatten() {
-                    if e.path().is_dir() {
-                        let _ = std::fs::remove_dir(e.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(&d);
-            }
-        }
-    }
-}
-
-impl Drop for Delegation {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir(d);
-        }
-    }
-}
 
 fn is_v1_host() -> bool {
     v1_hierarchies()
