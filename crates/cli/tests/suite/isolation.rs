@@ -1161,10 +1161,12 @@ fn settings_a_command_run_without_a_pty_makes_on_the_terminal_do_not_outlast_it(
     use std::os::fd::AsRawFd;
     let term = TestTerminal::open(24, 80);
     let flags = |t: &TestTerminal| {
-        // SAFETY: a zeroed termios is a valid out-parameter; the slave
-        // descriptor is open for the call.
+        // SAFETY: termios is plain data, for which all zeroes is valid.
         let mut tio: libc::termios = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::tcgetattr(t.slave.as_raw_fd(), &mut tio) }, 0);
+        // SAFETY: `tio` is a valid out-parameter and the slave descriptor
+        // is open for the call.
+        let got = unsafe { libc::tcgetattr(t.slave.as_raw_fd(), &mut tio) };
+        assert_eq!(got, 0);
         (tio.c_lflag & libc::ECHO != 0, tio.c_cc[libc::VINTR])
     };
     let before = flags(&term);
