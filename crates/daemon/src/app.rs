@@ -125,7 +125,7 @@ impl App {
         defaults: Defaults,
         settings: Settings,
     ) -> Arc<App> {
-        Arc::new(App {
+        Arc::new_cyclic(|me: &std::sync::Weak<App>| App {
             state_dir,
             store,
             db: Mutex::new(db),
@@ -144,7 +144,15 @@ impl App {
             tallies: Default::default(),
             pool_wake: tokio::sync::Notify::new(),
             pool_demand: Default::default(),
-            leases: crate::leases::Leases::new(settings.sessions),
+            leases: crate::leases::Leases::with_makers(settings.sessions, {
+                // A token's places are its makers' (see [`crate::leases`]).
+                let me = me.clone();
+                Box::new(move |id| {
+                    let app = me.upgrade()?;
+                    let db = app.db().ok()?;
+                    db.maker_of(id).ok().flatten()
+                })
+            }),
             quotas: settings.quotas,
             retention: settings.retention,
             e2b_volumes: settings.e2b_volumes,
@@ -328,11 +336,28 @@ impl App {
             .execs
             .lock()
             .map_err(|_| ApiError::internal("the command table lock is poisoned"))?;
-        match table.get(id) {
-            Some(h) if h.row.sandbox == sb => Ok(h.clone()),
-            _ => Err(ApiError::not_found(format!(
+        let found = match table.get(id) {
+            Some(h) if h.row.sandbox == sb => h.clone(),
+            _ => {
+                return Err(ApiError::not_found(format!(
+                    "no command {id:?} in sandbox {sb}"
+                )))
+            }
+        };
+        drop(table);
+        // A command started before the sandbox holding the name now was
+        // made was an earlier sandbox's of that name (removed behind the
+        // daemon's back): not this one's.
+        if self
+            .store
+            .get(sb)
+            .is_ok_and(|s| found.row.started_ms >= s.created_ms())
+        {
+            Ok(found)
+        } else {
+            Err(ApiError::not_found(format!(
                 "no command {id:?} in sandbox {sb}"
-            ))),
+            )))
         }
     }
 

@@ -20,6 +20,16 @@
 //! the daemon's inotify watches, so that one holder never takes them all).
 //! No door keeps a count of its own: this ledger is the only one.
 //!
+//! A place is counted against the token that stands behind whatever
+//! took it, not against each credential acting for it: a per-sandbox
+//! token the E2B door mints for a sandbox's MCP counts against the token
+//! it was minted for ([`Leases::acts_for`]), and a token made over the API
+//! against the token that made it, up to the one the owner made
+//! ([`Leases::with_makers`]). A child's sandbox quotas are carved out of
+//! its maker's ([`crate::quota`]); its places are its maker's in the same
+//! way, so neither a sandbox quota's worth of minted tokens nor a brood
+//! of children multiplies one token's bound.
+//!
 //! The same configuration says how long a relay may carry nothing before
 //! it is closed (`sessions: {idle_seconds}`, see [`crate::idle`]).
 
@@ -135,11 +145,35 @@ impl Kind {
     }
 }
 
+/// The token that made a token over the API, if one did (the daemon's
+/// records answer it); `None` for a token the owner made.
+pub type Makers = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// How many makers up a token's chain is followed: deeper chains are
+/// counted at the token this many makers up (tokens made over the API
+/// nest no deeper in practice; a bound keeps a loop in the records from
+/// holding the ledger).
+const CHAIN: usize = 32;
+
 /// The long-lived answers held now, by holder.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Leases {
     bounds: Bounds,
     held: Mutex<Held>,
+    /// Tokens minted to act for another (the E2B door's per-sandbox MCP
+    /// tokens): minted id -> the id of the token it acts for.
+    acting: Mutex<HashMap<String, String>>,
+    /// Who made a token (see [`Makers`]).
+    makers: Option<Makers>,
+}
+
+impl std::fmt::Debug for Leases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leases")
+            .field("bounds", &self.bounds)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -201,8 +235,72 @@ impl Leases {
     pub fn new(bounds: Bounds) -> Arc<Leases> {
         Arc::new(Leases {
             bounds,
-            held: Mutex::default(),
+            ..Leases::default()
         })
+    }
+
+    /// [`Leases::new`], with the daemon's records to say who made a token:
+    /// a token's places are counted against the token the owner made at
+    /// the top of its makers.
+    pub fn with_makers(bounds: Bounds, makers: Makers) -> Arc<Leases> {
+        Arc::new(Leases {
+            bounds,
+            makers: Some(makers),
+            ..Leases::default()
+        })
+    }
+
+    /// The token `minted` acts for `parent`: its places are `parent`'s.
+    pub fn acts_for(&self, minted: &str, parent: &str) {
+        if minted == parent {
+            return;
+        }
+        let mut acting = self.acting.lock().unwrap_or_else(|p| p.into_inner());
+        acting.insert(minted.to_string(), parent.to_string());
+    }
+
+    /// `minted` acts for nobody any more (revoked).
+    pub fn forget(&self, minted: &str) {
+        let mut acting = self.acting.lock().unwrap_or_else(|p| p.into_inner());
+        acting.remove(minted);
+    }
+
+    /// The token that stands behind the token `id`: the one it was minted
+    /// for, or the one that made it, followed up to the top.
+    pub fn behind(&self, id: &str) -> String {
+        let mut at = id.to_string();
+        for _ in 0..CHAIN {
+            let minted_for = {
+                let acting = self.acting.lock().unwrap_or_else(|p| p.into_inner());
+                acting.get(&at).cloned()
+            };
+            let up = minted_for.or_else(|| self.makers.as_ref().and_then(|m| m(&at)));
+            match up {
+                Some(next) if next != at => at = next,
+                _ => break,
+            }
+        }
+        at
+    }
+
+    /// Who a credential's places are counted against, as the ledger keys
+    /// it (see [`Lease::holder`]); `None` for the owner's calls. Other
+    /// per-holder bounds (the files watches') key by it too.
+    pub fn holder_of(&self, credential: &Credential) -> Option<String> {
+        self.holder_and_name(credential).map(|(h, _)| h)
+    }
+
+    fn holder_and_name(&self, credential: &Credential) -> Option<(String, String)> {
+        if let Some(t) = &credential.token {
+            let top = self.behind(t);
+            let shown = if &top == t {
+                format!("token {t}")
+            } else {
+                format!("token {top} (with the tokens acting for it or made by it)")
+            };
+            return Some((format!("token:{top}"), shown));
+        }
+        holder_of(credential)
     }
 
     /// How long a relay may carry nothing before it is closed.
@@ -213,7 +311,7 @@ impl Leases {
     /// A place for `kind` opened with `credential`, or 429 naming the
     /// bound it would pass.
     pub fn take(self: &Arc<Self>, credential: &Credential, kind: Kind) -> Result<Lease, ApiError> {
-        let Some((holder, shown)) = holder_of(credential) else {
+        let Some((holder, shown)) = self.holder_and_name(credential) else {
             return Ok(Lease { place: None });
         };
         let mut held = self
@@ -298,7 +396,7 @@ impl Leases {
 
     /// How many leases `credential`'s holder has now.
     pub fn held_by(&self, credential: &Credential) -> usize {
-        let Some((holder, _)) = holder_of(credential) else {
+        let Some(holder) = self.holder_of(credential) else {
             return 0;
         };
         self.held
@@ -308,7 +406,8 @@ impl Leases {
     }
 }
 
-/// Whose place a credential takes, and how a refusal names it: a token
+/// Whose place a credential takes, and how a refusal names it, before
+/// the token behind it is looked for ([`Leases::behind`]): a token
 /// (its browser sessions are the token's), or an E2B access key; the
 /// owner's calls carry neither and hold no place. A secret (a key, a
 /// session's cookie) is keyed by its hash: a command's record keeps its
@@ -441,6 +540,43 @@ mod tests {
         drop(restored);
         assert_eq!(leases.held_by(&token("a")), 1);
         assert!(leases.take(&token("a"), Kind::Terminal).is_ok());
+    }
+
+    #[test]
+    fn tokens_minted_for_a_token_or_made_by_it_share_its_bound() {
+        let bounds = Bounds {
+            per_token: 3,
+            per_daemon: 64,
+            ..Bounds::default()
+        };
+        // "child" was made by "maker", "grandchild" by "child".
+        let leases = Leases::with_makers(
+            bounds,
+            Box::new(|id| match id {
+                "child" => Some("maker".into()),
+                "grandchild" => Some("child".into()),
+                _ => None,
+            }),
+        );
+        leases.acts_for("mcp-1", "maker");
+        leases.acts_for("mcp-2", "grandchild");
+        let _a = leases.take(&token("mcp-1"), Kind::Command).unwrap();
+        let _b = leases.take(&token("mcp-2"), Kind::Command).unwrap();
+        let _c = leases.take(&token("grandchild"), Kind::Command).unwrap();
+        let e = leases.take(&token("maker"), Kind::Command).unwrap_err();
+        assert_eq!(e.problem.code, "too_many_sessions");
+        assert!(
+            e.problem.message.contains("3 per token"),
+            "{}",
+            e.problem.message
+        );
+        assert!(leases.take(&token("mcp-1"), Kind::Command).is_err());
+        assert_eq!(leases.held_by(&token("maker")), 3);
+        // Another token the owner made has its own share.
+        assert!(leases.take(&token("other"), Kind::Command).is_ok());
+        // A minted token revoked acts for nobody: its next place is its own.
+        leases.forget("mcp-1");
+        assert!(leases.take(&token("mcp-1"), Kind::Command).is_ok());
     }
 
     #[test]

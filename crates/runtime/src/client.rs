@@ -118,6 +118,13 @@ pub struct Connection {
 pub const HELLO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Connection {
+    /// The connection's socket: a caller on another thread may shut it
+    /// down (`shutdown(2)`) to end a [`Connection::follow`] that waits
+    /// for the sandbox's next event.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
     /// Connect to the control socket at `path` and say hello.
     pub fn open(path: &Path) -> Result<Connection, ClientError> {
         Connection::open_within(path, HELLO_WAIT)

@@ -302,3 +302,171 @@ fn a_tokens_sandboxes_together_stay_within_the_daemons_quotas() {
     let (s, b) = create(&small("c", "512M", "200M"));
     assert_eq!(s, 201, "{b}");
 }
+
+/// The daemon's threads and open descriptors now.
+fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let count = |dir: String| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    (
+        count(format!("/proc/{pid}/task")),
+        count(format!("/proc/{pid}/fd")),
+    )
+}
+
+/// An event stream of `sandbox` followed over TCP with `token`, its
+/// answer's head read: the connection, and the status.
+fn follow_events(d: &Daemon, sandbox: &str, token: &str) -> (std::net::TcpStream, u16) {
+    use std::io::{Read, Write};
+    let addr = d.tcp.as_ref().unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET /v1/sandboxes/{sandbox}/events?follow=true HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (s, status)
+}
+
+#[test]
+fn event_streams_whose_clients_left_give_back_their_threads_and_sockets_on_a_quiet_sandbox() {
+    const STREAMS: usize = 24;
+    let Some((_state, d)) = daemon_with(
+        "starve-events",
+        "sessions:\n  per_token: 32\n  per_daemon: 64\n",
+    ) else {
+        return;
+    };
+    let token = daemon::worker_with_sandbox(&d, "quiet", "quiet");
+    let pid = d.child.as_ref().unwrap().id();
+    // Settled: the sandbox's start is over, its events written.
+    std::thread::sleep(Duration::from_millis(500));
+    let (threads0, fds0) = threads_and_fds(pid);
+    let mut held = Vec::new();
+    for _ in 0..STREAMS {
+        let (s, status) = follow_events(&d, "quiet", &token);
+        assert_eq!(status, 200, "an event stream within the bound");
+        held.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (threads1, _) = threads_and_fds(pid);
+    assert!(
+        threads1 >= threads0 + STREAMS / 2,
+        "the streams are followed by threads of the daemon: {threads0} -> {threads1}"
+    );
+    // Every client leaves; the sandbox says nothing more.
+    for s in held.drain(..) {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    // Before, each thread waited for the sandbox's next event, holding a
+    // socket to its supervisor, with no place in the ledger: on a quiet
+    // sandbox, for as long as it ran.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (threads, fds) = loop {
+        let (t, f) = threads_and_fds(pid);
+        if (t <= threads0 + 2 && f <= fds0 + 2) || Instant::now() > deadline {
+            break (t, f);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        threads <= threads0 + 2,
+        "the followers' threads outlived their clients: {threads0} before, {threads} after"
+    );
+    assert!(
+        fds <= fds0 + 2,
+        "the followers' sockets outlived their clients: {fds0} before, {fds} after"
+    );
+    // And their places are back: the token may follow as many again.
+    for _ in 0..STREAMS {
+        let (s, status) = follow_events(&d, "quiet", &token);
+        assert_eq!(status, 200, "a place given back was not taken");
+        held.push(s);
+    }
+}
+
+#[test]
+fn a_token_and_the_tokens_it_made_hold_one_tokens_places_together() {
+    let Some((_state, d)) = daemon_with(
+        "starve-children",
+        "sessions:\n  per_token: 4\n  per_daemon: 64\n",
+    ) else {
+        return;
+    };
+    let maker = daemon::api_token(
+        &d,
+        "maker",
+        &["admin", "sandboxes:read", "sandboxes:write", "exec"],
+        None,
+    );
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"m"}"#),
+        Some(&maker),
+    );
+    assert_eq!(s, 201, "{b}");
+    let mut children = Vec::new();
+    for name in ["kid1", "kid2"] {
+        let body = format!(
+            r#"{{"name":"{name}","scopes":["sandboxes:read","sandboxes:write","exec"],"max_sandboxes":1,"max_memory":"8G","max_pids":1024}}"#
+        );
+        let (s, b) = call_on(&d, true, "POST", "/v1/tokens", Some(&body), Some(&maker));
+        assert_eq!(s, 201, "{b}");
+        let kid = json(&b)["token"].as_str().unwrap().to_string();
+        let body = format!(r#"{{"name":"{name}-sb"}}"#);
+        let (s, b) = call_on(&d, true, "POST", "/v1/sandboxes", Some(&body), Some(&kid));
+        assert_eq!(s, 201, "{b}");
+        children.push((kid, format!("{name}-sb")));
+    }
+    // Two places each for the two children, the maker's bound of 4.
+    let mut held = Vec::new();
+    for (kid, sb) in &children {
+        for _ in 0..2 {
+            let (s, status) = follow_events(&d, sb, kid);
+            assert_eq!(status, 200, "within the bound");
+            held.push(s);
+        }
+    }
+    // Before, each child was a holder of its own with 4 places, and an
+    // admin token made as many as it liked: here the fifth place, the
+    // maker's own or a child's, is refused.
+    let (_s, status) = follow_events(&d, &children[0].1, &children[0].0);
+    assert_eq!(status, 429, "a child took a place past its maker's bound");
+    let (_s, status) = follow_events(&d, "m", &maker);
+    assert_eq!(status, 429, "the maker took a place past its bound");
+    // A token the owner made has its own share.
+    let other = daemon::worker_with_sandbox(&d, "other", "o");
+    let (_s, status) = follow_events(&d, "o", &other);
+    assert_eq!(status, 200, "another token's place");
+    // A place given back by a child is the family's again.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, status) = follow_events(&d, "m", &maker);
+        if status == 200 {
+            held.push(s);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the place never came back: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -210,6 +210,10 @@ fn mint_for(e: &E2b, caller: &Caller, id: &str, chosen: Option<&str>) -> Result<
         .map_err(|err| refuse(err.status, err.problem.message))?
         .insert_token(&row)
         .map_err(|err| refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&err)))?;
+    // The session's long-lived answers are the caller's token's places,
+    // not a new holder's: one token's bound is not multiplied by its
+    // sandboxes (see [`crate::leases`]).
+    e.app.leases.acts_for(&row.id, &t.id);
     let key = match chosen {
         Some(c) => c.to_string(),
         None => {
@@ -371,6 +375,7 @@ fn forget(e: &E2b, which: impl Fn(&Grant) -> bool) {
     if let Ok(db) = e.app.db() {
         for g in gone {
             let _ = db.revoke_token(&g.native_id);
+            e.app.leases.forget(&g.native_id);
         }
     }
 }

@@ -121,11 +121,19 @@ pub async fn events(
         warden_audit::json::escape_line(&with_remedy(&line)).into_owned()
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    // The lease is the thread's, which holds the supervisor's socket: it
+    // is given back when the thread ends, not when the response does. The
+    // response holds the hang-up, which ends the thread's wait on a quiet
+    // sandbox as soon as the client leaves (see [`crate::hangup`]).
+    let (watched, hangup) = crate::hangup::pair();
     std::thread::spawn(move || {
+        let _lease = lease;
         // Subscribe first, so that nothing falls between the log and the
         // feed.
         let feed = if follow && lifecycle::liveness(&sb).running() {
-            Connection::open(&lifecycle::control(&sb)).ok()
+            Connection::open(&lifecycle::control(&sb))
+                .ok()
+                .filter(|c| watched.watch(c.fd()))
         } else {
             None
         };
@@ -191,7 +199,7 @@ pub async fn events(
         Box::pin(app.revoked(credential)),
     );
     let stream = futures_util::StreamExt::map(stream, move |e| {
-        let _held = &lease;
+        let _held = &hangup;
         e
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -113,16 +113,6 @@ struct Slot {
     holder: Option<String>,
 }
 
-/// Who a watch is held by, for [`WATCHES_PER_TOKEN`]: none for the owner
-/// (whose calls carry no credential).
-fn holder_of(c: &crate::credential::Credential) -> Option<String> {
-    c.token
-        .as_ref()
-        .map(|t| format!("token:{t}"))
-        .or_else(|| c.session.as_ref().map(|s| format!("session:{s}")))
-        .or_else(|| c.envd.as_ref().map(|(sb, k)| format!("envd:{sb}:{k}")))
-}
-
 impl Slot {
     /// A place for the owner (any of them) or a token holder (at most
     /// [`WATCHES_PER_TOKEN`], among all but the [`OWNER_RESERVE`]).
@@ -653,7 +643,9 @@ pub async fn watch(
     // Held by the watching thread, as its place among the daemon's
     // watches is (see [`crate::leases`]).
     let lease = app.leases.take(&credential, crate::leases::Kind::Watch)?;
-    let slot = Slot::wait(holder_of(&credential)).await?;
+    // Keyed as the session ledger keys a place: a token minted for a
+    // token, or made by it, holds watches among that token's.
+    let slot = Slot::wait(app.leases.holder_of(&credential)).await?;
     // The init opens the directory inside the sandbox (a link, `..` or a
     // file refused there), and hands it over.
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
