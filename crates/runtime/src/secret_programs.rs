@@ -115,7 +115,7 @@ impl std::fmt::Display for Refusal {
             self.under.display(),
         );
         match self.unreadable {
-            Some(why) if what == INLINE => write!(f, "secret `{secret}`: {what}, `{path}`, is {why}; warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
+            Some(why) if what == INLINE => write!(f, "secret `{secret}`: {what}, `{path}`, cannot be read for certain ({why}): warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
             None => write!(f, "secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state"),
             Some(why) => write!(f, "secret `{secret}`: {what} `{path}` holds {why}, so the paths it names cannot be read for certain while sandboxes' changes may be written under {under}; name the program and its files by absolute paths (or `~`, `$HOME`), without a `cd`"),
         }
@@ -125,6 +125,13 @@ impl std::fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 impl Refusal {
+    /// Whether the refusal is of code given inline to an interpreter
+    /// other than a shell (its remedy: an owner-only script), rather
+    /// than of a path or a shell line.
+    pub fn inline_code(&self) -> bool {
+        self.what == INLINE
+    }
+
     /// The stable reason code: [`SECRET_PROGRAM_WRITABLE`], or
     /// [`SECRET_PROGRAM_UNREADABLE_ARGS`] for a script that cannot be read.
     pub const fn code(&self) -> &'static str {
@@ -830,6 +837,13 @@ mod tests {
         );
         assert_eq!(code(&["/bin/sh", "-c", "pass show x | sed -n 1p"]), Ok(()));
         assert_eq!(code(&["/bin/sh", "-c", "pass show x | sed -n 1e"]), u);
+        let r = check_with(&[secret(&["/usr/bin/python3", "-c", py])], &writable, &[]).unwrap_err();
+        assert!(r.inline_code(), "{r}");
+        assert!(
+            r.to_string()
+                .contains("put that code in a script of your own"),
+            "{r}"
+        );
         // With nothing a token may write, inline code is the owner's own.
         assert_eq!(
             check_with(&[secret(&["python3", "-c", py])], &[], &[]),

@@ -253,6 +253,18 @@ pub fn check_secret_programs(
                         .to_string()
                 })
                 .collect();
+            if let Some(why) = refusal.unreadable.filter(|_| refusal.inline_code()) {
+                anyhow::bail!(
+                    "secrets.{}{at}: not run ({}): {} (`{}`) cannot be read for certain ({why}): warden reads no language but the shell's, and such code can build any path it opens, so what it runs cannot be told from outside every root recorded in {} (the nearest: {}, {}), where tokens' sandboxes may have written, and it would run as you; put that code in a script of your own outside those roots and name the script",
+                    refusal.secret,
+                    refusal.code(),
+                    refusal.what,
+                    refusal.path.display(),
+                    records.join(" and "),
+                    root.path.display(),
+                    root.kind.describe(),
+                );
+            }
             if let Some(why) = refusal.unreadable {
                 anyhow::bail!(
                     "secrets.{}{at}: not run ({}): {} `{}` holds {why}, so what it runs cannot be told from outside every root recorded in {} (the nearest: {}, {}), where tokens' sandboxes may have written, and it would run as you; name the program and the files it is given by absolute paths (or `~`, `$HOME`), without a `cd` or a variable the program is not given",

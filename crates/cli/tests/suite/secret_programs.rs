@@ -278,6 +278,18 @@ fn an_interpreter_given_code_inline_never_runs_a_tokens_script_as_the_owner() {
             "{argv:?}: {b}"
         );
     }
+    // The owner's own command line refuses it too, naming the remedy.
+    if Path::new("/usr/bin/python3").exists() {
+        let out = host.owner(&["run", "--no-tty", "--profile", "inline0", "--", "true"]);
+        let said = stderr(&out);
+        assert!(!host.marker_appeared(), "{said}");
+        assert!(!out.status.success(), "{said}");
+        assert!(
+            said.contains("secret_program_unreadable_args")
+                && said.contains("put that code in a script of your own"),
+            "{said}"
+        );
+    }
     // A script of the owner's, outside the root, given to the same
     // interpreter, still runs.
     if Path::new("/usr/bin/python3").exists() {
