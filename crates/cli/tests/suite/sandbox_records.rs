@@ -130,9 +130,17 @@ fn the_owners_sandbox_that_took_a_name_lists_none_of_the_earlier_sandboxs_comman
     let t = api_token(&d, "a", SCOPES, None);
     let (st, b) = json_as(&d, &t, "POST", "/v1/sandboxes", r#"{"name":"cmds"}"#);
     assert_eq!(st, 201, "{b}");
-    shell_as(&d, &t, "cmds", "echo the-tokens-command");
+    let ran = shell_as(&d, &t, "cmds", "echo the-tokens-command");
+    let exec = ran["id"].as_str().unwrap().to_string();
     let ws = TempDir::new("records-execs-ws");
     owner_takes_the_name(s, "cmds", &ws);
+    for path in [
+        format!("/v1/sandboxes/cmds/execs/{exec}"),
+        format!("/v1/sandboxes/cmds/execs/{exec}/output"),
+    ] {
+        let (st, r) = call(&d, "GET", &path, None, None);
+        assert_eq!(st, 404, "{path}: the earlier sandbox's command: {r}");
+    }
     let (st, r) = call(&d, "GET", "/v1/sandboxes/cmds/execs", None, None);
     assert_eq!(st, 200, "{r}");
     assert!(
