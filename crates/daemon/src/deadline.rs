@@ -42,15 +42,28 @@ pub struct Timeouts {
     /// From the head of a request no credential let in to the end of its
     /// answer.
     pub unproven: Duration,
+    /// How long a connection may take to send a request's body once its
+    /// head is in, proven or not: no byte of it for this long, or on
+    /// average fewer than [`BODY_RATE`] bytes a second after it, and the
+    /// body is cut ([`Paced`]).
+    pub body_stall: Duration,
     /// How long a write to the client may make no progress.
     pub write_stall: Duration,
 }
+
+/// The least pace a request's body keeps, on average from its head on,
+/// past its first [`Timeouts::body_stall`]: 4 MiB (the largest JSON body)
+/// in about four minutes.
+pub const BODY_RATE: u64 = 16 << 10;
 
 impl Default for Timeouts {
     fn default() -> Timeouts {
         Timeouts {
             // A login's body and a health answer take milliseconds.
             unproven: Duration::from_secs(10),
+            // An upload from a client that is still there sends something
+            // every few milliseconds.
+            body_stall: Duration::from_secs(10),
             // A client that takes no byte of an answer for this long is
             // gone or holding the connection on purpose.
             write_stall: Duration::from_secs(30),
@@ -87,6 +100,7 @@ pub struct Guarded {
     pub router: axum::Router,
     pub proof: Proof,
     pub unproven: Duration,
+    pub body_stall: Duration,
 }
 
 impl<B> tower::Service<http::Request<B>> for Guarded
@@ -107,6 +121,11 @@ where
         // flag is this request's until its answer has ended.
         self.proof.mark(false);
         req.extensions_mut().insert(self.proof.clone());
+        // A body is held to its pace whoever sends it: a credential lifts
+        // the request's deadline, never the bound on its body, which the
+        // daemon holds a connection and a buffer for.
+        let stall = self.body_stall;
+        let req = req.map(|b| Paced::body(Body::new(b), stall));
         let proof = self.proof.clone();
         let deadline = Instant::now() + self.unproven;
         let limit = self.unproven;
@@ -218,6 +237,87 @@ impl HttpBody for CutOff {
             });
         }
         Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request's body that must keep coming: the body fails (as an upload
+/// cut off, never taken for a whole one) once nothing of it has come for
+/// its stall bound, or once it has come more slowly than [`BODY_RATE`]
+/// on average after that bound's grace. Only the wait for the client is
+/// timed: a handler that does not read the body is not hurried.
+pub(crate) struct Paced {
+    inner: Body,
+    began: Instant,
+    received: u64,
+    stall: Duration,
+    timer: Pin<Box<Sleep>>,
+    ended: bool,
+}
+
+impl Paced {
+    pub(crate) fn body(inner: Body, stall: Duration) -> Body {
+        let began = Instant::now();
+        Body::new(Paced {
+            inner,
+            began,
+            received: 0,
+            stall,
+            timer: Box::pin(tokio::time::sleep_until(began + stall)),
+            ended: false,
+        })
+    }
+
+    /// When the body must have sent more: the sooner of the stall bound
+    /// from now and the moment its average pace falls below the least.
+    fn next_due(&self) -> Instant {
+        let paced = Duration::from_secs_f64(self.received as f64 / BODY_RATE as f64);
+        (Instant::now() + self.stall).min(self.began + self.stall + paced)
+    }
+}
+
+impl HttpBody for Paced {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received += data.len() as u64;
+                }
+                let due = this.next_due();
+                this.timer.as_mut().reset(due);
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(other) => {
+                this.ended = other.is_none();
+                return Poll::Ready(other);
+            }
+            Poll::Pending => {}
+        }
+        if this.timer.as_mut().poll(cx).is_ready() {
+            this.ended = true;
+            return Poll::Ready(Some(Err(axum::Error::new(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request's body came too slowly",
+            )))));
+        }
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {

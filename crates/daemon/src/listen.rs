@@ -239,6 +239,7 @@ pub async fn serve_tcp(
                     router: router.clone(),
                     proof: held.proof.clone(),
                     unproven: timeouts.unproven,
+                    body_stall: timeouts.body_stall,
                 },
                 hosts: hosts.clone(),
                 local: stream.local_addr().ok().map(|a| a.ip()),

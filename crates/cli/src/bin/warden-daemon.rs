@@ -153,6 +153,11 @@ struct ServeArgs {
     /// it before the connection is closed [default: 30s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     write_timeout: Option<std::time::Duration>,
+    /// On TCP, how long a request's body may send nothing once its head
+    /// is in, with or without a token; past it, a body must keep an
+    /// average of 16 KiB a second [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    body_timeout: Option<std::time::Duration>,
     /// Also answer requests whose Host is NAME on the TCP listeners
     /// (repeatable; `.NAME` for the name and every name under it).
     /// Loopback addresses, localhost and the address a client connected
@@ -282,6 +287,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             warden_daemon::deadline::Timeouts {
                 unproven: args.request_timeout.unwrap_or(d.unproven),
                 write_stall: args.write_timeout.unwrap_or(d.write_stall),
+                body_stall: args.body_timeout.unwrap_or(d.body_stall),
             }
         },
         workspace_roots: roots

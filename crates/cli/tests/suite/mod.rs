@@ -25,6 +25,7 @@ mod daemon_callers;
 mod daemon_egress;
 mod daemon_free_space;
 mod daemon_health;
+mod daemon_holds;
 mod daemon_hosts;
 mod daemon_profiles;
 mod daemon_retention;
