@@ -71,17 +71,13 @@ fn serve_upstream(mut conn: TcpStream, seen: &Mutex<Vec<String>>) {
                 let close = get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
                 break (line, n, length, close);
             }
-            let mut chunk = [0u8; 4096];
-            match conn.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            if !read_more(&mut conn, &mut buf) {
+                return;
             }
         };
         while buf.len() < head_len + length {
-            let mut chunk = [0u8; 4096];
-            match conn.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            if !read_more(&mut conn, &mut buf) {
+                return;
             }
         }
         let body = String::from_utf8_lossy(&buf[head_len..head_len + length]).into_owned();
@@ -93,6 +89,19 @@ fn serve_upstream(mut conn: TcpStream, seen: &Mutex<Vec<String>>) {
         let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
         if conn.write_all(answer).is_err() || close {
             return;
+        }
+    }
+}
+
+/// What `conn` sends next, added to `buf`: false once it has closed or
+/// failed.
+fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 4096];
+    match conn.read(&mut chunk) {
+        Ok(0) | Err(_) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
         }
     }
 }
@@ -150,15 +159,30 @@ fn converse(proxy_port: u16, first: &[u8], later: &[u8]) -> String {
     s.write_all(first).unwrap();
     std::thread::sleep(Duration::from_millis(400));
     let _ = s.write_all(later);
+    answered(&mut s)
+}
+
+/// Everything `s` is answered until it closes or its read times out.
+fn answered(s: &mut TcpStream) -> String {
     let mut out = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while let Ok(n) = s.read(&mut chunk) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&chunk[..n]);
-    }
+    while read_more(s, &mut out) {}
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A connection to the proxy at `proxy_port` whose `CONNECT` to `up.test`
+/// on `port` was answered 200, its reads bounded by `wait`.
+fn tunnel(proxy_port: u16, port: u16, wait: Duration) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    write!(
+        s,
+        "CONNECT up.test:{port} HTTP/1.1\r\nHost: up.test:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = [0u8; 200];
+    let n = s.read(&mut answer).unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    s
 }
 
 /// What arrived upstream, once it has settled.
@@ -240,34 +264,15 @@ fn a_second_request_under_another_host_never_reaches_the_upstream_after_a_head_o
 fn plain_http_inside_a_connect_tunnel_is_decided_request_by_request() {
     let up = Upstream::start();
     let (_p, at, _) = proxy(up.port);
-    let mut s = TcpStream::connect(("127.0.0.1", at)).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(1500)))
-        .unwrap();
-    write!(
-        s,
-        "CONNECT up.test:{0} HTTP/1.1\r\nHost: up.test:{0}\r\n\r\n",
-        up.port
-    )
-    .unwrap();
-    let mut answer = [0u8; 200];
-    let n = s.read(&mut answer).unwrap();
-    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    let mut s = tunnel(at, up.port, Duration::from_millis(1500));
     write!(s, "GET /in-tunnel-1 HTTP/1.1\r\nHost: up.test:{0}\r\n\r\nGET /in-tunnel-2 HTTP/1.1\r\nHost: evil.example\r\n\r\n", up.port).unwrap();
     std::thread::sleep(Duration::from_millis(400));
     let _ = s.write_all(b"GET /in-tunnel-3-later HTTP/1.1\r\nHost: other.example\r\n\r\n");
-    let mut out = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while let Ok(n) = s.read(&mut chunk) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&chunk[..n]);
-    }
+    let out = answered(&mut s);
     let seen = settled(&up);
     only_up_test(&seen, up.port);
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("GET /in-tunnel-1 "), "{seen:?}");
-    let out = String::from_utf8_lossy(&out);
     assert_eq!(out.matches("HTTP/1.1 200").count(), 1, "{out}");
 }
 
@@ -336,19 +341,9 @@ fn client_hello(name: &str) -> Vec<u8> {
 fn a_tunnel_carrying_tls_for_another_host_is_a_mismatch_and_proposes_no_entry() {
     let up = Upstream::start();
     let (_p, at, heard) = proxy(up.port);
-    let mut s = TcpStream::connect(("127.0.0.1", at)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "CONNECT up.test:{0} HTTP/1.1\r\nHost: up.test:{0}\r\n\r\n",
-        up.port
-    )
-    .unwrap();
-    let mut answer = [0u8; 200];
-    let n = s.read(&mut answer).unwrap();
-    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    let mut s = tunnel(at, up.port, Duration::from_secs(5));
     s.write_all(&client_hello("other.test")).unwrap();
-    let _ = s.read(&mut answer);
+    let _ = s.read(&mut [0u8; 200]);
     std::thread::sleep(Duration::from_millis(200));
     let heard = heard.0.lock().unwrap();
     let denied: Vec<&Decision> = heard.iter().filter(|d| !d.allowed).collect();
