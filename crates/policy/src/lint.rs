@@ -57,6 +57,14 @@ const SKIPPED: &[(&str, &str)] = &[
         "virtiofsd's command line (its own options, not warden's)",
     ),
     (
+        "runtime/src/secret_programs/interpreters.rs",
+        "the options of the interpreters a secret's program may run (node's --eval, awk's --file), not warden's",
+    ),
+    (
+        "runtime/src/secret_programs/tests.rs",
+        "the secret-program rule's unit tests, a module file of their own (gpg's --homedir, node's --eval)",
+    ),
+    (
         "jail/src/gvisor/runsc.rs",
         "runsc's command line (its own options, not warden's)",
     ),
