@@ -39,15 +39,19 @@ pub fn diff_flag_rules(state: &Path, name: &str) -> Vec<(String, Vec<String>)> {
     v.as_array()
         .unwrap()
         .iter()
-        .map(|c| {
-            let rules = c["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["rule"].as_str().unwrap().to_string())
-                .collect();
-            (c["path"].as_str().unwrap().to_string(), rules)
-        })
+        .map(|c| (c["path"].as_str().unwrap().to_string(), change_rules(c)))
+        .collect()
+}
+
+/// The rules of one change's flags, from a review's JSON (a change of
+/// `warden diff --json` or of the API's `changes`); every flag must name
+/// its rule.
+pub fn change_rules(change: &serde_json::Value) -> Vec<String> {
+    change["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
         .collect()
 }
 

@@ -8,6 +8,7 @@
 //! the others kept.
 
 use crate::common::daemon::{self, Daemon};
+use crate::common::review::change_rules;
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,16 +45,10 @@ fn changes(d: &Daemon, id: &str) -> Vec<(String, String, Vec<String>)> {
         .unwrap()
         .iter()
         .map(|c| {
-            let rules = c["flags"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["rule"].as_str().unwrap().to_string())
-                .collect();
             (
                 c["path"].as_str().unwrap().to_string(),
                 c["kind"].as_str().unwrap().to_string(),
-                rules,
+                change_rules(c),
             )
         })
         .collect();

