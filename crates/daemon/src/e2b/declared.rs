@@ -12,13 +12,20 @@
 //!   listen: 127.0.0.1:49999
 //!   volumes:
 //!     datasets: {path: /srv/datasets, tokens: ["*"]}          # every token, read-only
-//!     scratch:  {path: /srv/scratch, writable: true, tokens: [ci]}
+//!     scratch:  {path: /srv/scratch, writable: true, tokens: [ci, 3f2a9c01b7d4]}
 //! ```
 //!
-//! `tokens` lists token names or IDs, or `"*"` for every token; when it
-//! is left out no token may mount the volume (only the owner, on its
-//! socket): a directory of the host reaches the host, and a token made
-//! later for another purpose must not gain it unless the owner says so.
+//! `tokens` lists token IDs (`warden token ls`), names of tokens the
+//! owner made, or `"*"` for every token; when it is left out no token may
+//! mount the volume (only the owner, on its socket): a directory of the
+//! host reaches the host, and a token made later for another purpose must
+//! not gain it unless the owner says so. A name is free text and not
+//! unique, so it is matched only on a token the owner made: a token made
+//! by a token (over the API) is never taken for a listed name, and may
+//! not be given one ([`listed_name`]); a child holds a volume only when
+//! its own ID is listed, or every token's is. A token's secret
+//! (`wdn_...`) is refused as an entry: it would put the secret in the
+//! configuration, and is not how a token is named.
 //! A writable volume is written as the daemon's own volumes are: through
 //! an overlay whose writes are held within the sandbox's disk limit and
 //! merged into the directory when the sandbox stops.
@@ -210,6 +217,11 @@ pub fn check(volumes: &mut Volumes) -> Result<(), String> {
         if let Some(t) = v.tokens.iter().find(|t| t.is_empty()) {
             return Err(at(format!("tokens: {t:?} is not a token's name or ID")));
         }
+        if v.tokens.iter().any(|t| t.starts_with("wdn_")) {
+            return Err(at(
+                "tokens: an entry is a token's secret (wdn_...), which no configuration should hold; list the token's ID (warden token ls) or the name of a token the owner made".into(),
+            ));
+        }
         v.path = real;
     }
     Ok(())
@@ -231,22 +243,25 @@ pub fn overlaps_state(volumes: &Volumes, state_dir: &Path) -> Option<String> {
         })
 }
 
-/// Whether `caller` may mount `v`.
-pub fn may_mount(caller: &Caller, v: &Declared) -> bool {
+/// Whether `caller` may mount `v`: listed by its ID, or by its name
+/// when the owner made it (`owner_made`: a token made by a token is never
+/// taken for a listed name, which it could have chosen itself).
+pub fn may_mount(caller: &Caller, owner_made: bool, v: &Declared) -> bool {
     match caller {
         Caller::Owner => true,
         Caller::Token(t) => v
             .tokens
             .iter()
-            .any(|n| n == EVERY_TOKEN || *n == t.id || *n == t.name),
+            .any(|n| n == EVERY_TOKEN || *n == t.id || (owner_made && *n == t.name)),
     }
 }
 
-/// Whether a sandbox of token `id` (named `name`) may still have host
-/// directory `host` mounted as a declared volume, writable if `writable`:
-/// a volume the owner declares now at that path, listing that token, and
-/// writable if the mount is (for a start or a copy that re-checks what
-/// was granted at create).
+/// Whether a sandbox of token `id` may still have host directory `host`
+/// mounted as a declared volume, writable if `writable`: a volume the
+/// owner declares now at that path, listing that token, and writable if
+/// the mount is (for a start or a copy that re-checks what was granted
+/// at create). `name` is the token's name when the owner made it, `None`
+/// otherwise (see [`may_mount`]).
 pub fn still_declared(
     volumes: &Volumes,
     id: &str,
@@ -264,8 +279,24 @@ pub fn still_declared(
 }
 
 /// The declared volume `name`, when `caller` may mount it.
-pub fn find<'a>(volumes: &'a Volumes, caller: &Caller, name: &str) -> Option<&'a Declared> {
-    volumes.get(name).filter(|v| may_mount(caller, v))
+pub fn find<'a>(
+    volumes: &'a Volumes,
+    caller: &Caller,
+    owner_made: bool,
+    name: &str,
+) -> Option<&'a Declared> {
+    volumes
+        .get(name)
+        .filter(|v| may_mount(caller, owner_made, v))
+}
+
+/// The declared volume that lists `token_name` by name, if one does: a
+/// name only the owner may give a token.
+pub fn listed_name<'a>(volumes: &'a Volumes, token_name: &str) -> Option<&'a str> {
+    volumes
+        .iter()
+        .find(|(_, v)| v.tokens.iter().any(|n| n != EVERY_TOKEN && n == token_name))
+        .map(|(name, _)| name.as_str())
 }
 
 #[cfg(test)]
@@ -289,6 +320,38 @@ mod tests {
         assert!(read("volumes:\n  data: {path: /srv/d, mode: rw}\n").is_err());
         assert!(read("listen: 127.0.0.1:1\nother: 1\n").is_err());
         assert!(read("not an address").is_err());
+    }
+
+    #[test]
+    fn a_listed_name_is_matched_only_on_a_token_the_owner_made() {
+        let (row, _) = crate::auth::new_token("ci", &[], None);
+        let id = row.id.clone();
+        let caller = Caller::Token(row);
+        let by_name = Declared {
+            path: PathBuf::from("/srv/d"),
+            writable: true,
+            tokens: vec!["ci".into()],
+        };
+        assert!(may_mount(&caller, true, &by_name));
+        assert!(!may_mount(&caller, false, &by_name), "a child named ci");
+        let by_id = Declared {
+            tokens: vec![id],
+            ..by_name.clone()
+        };
+        assert!(may_mount(&caller, false, &by_id));
+        let vols = Volumes::from([("scratch".to_string(), by_name)]);
+        assert_eq!(listed_name(&vols, "ci"), Some("scratch"));
+        assert_eq!(listed_name(&vols, "other"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let mut secret = Volumes::from([(
+            "s".to_string(),
+            Declared {
+                path: dir.path().to_path_buf(),
+                writable: false,
+                tokens: vec!["wdn_3f2a9c01b7d4_c2VjcmV0".into()],
+            },
+        )]);
+        assert!(check(&mut secret).unwrap_err().contains("secret"));
     }
 
     #[test]

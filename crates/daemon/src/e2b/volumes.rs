@@ -207,7 +207,14 @@ fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, Str
     // A name the caller mounts from the owner's declared volumes stays
     // the owner's: one of its own of that name would make a mount
     // ambiguous.
-    if super::declared::find(&e.app.e2b_volumes, caller, &name).is_some() {
+    if super::declared::find(
+        &e.app.e2b_volumes,
+        caller,
+        owner_made(&e.app, caller),
+        &name,
+    )
+    .is_some()
+    {
         return Err((
             StatusCode::CONFLICT,
             format!("volume {name:?} is one the daemon's owner declared; mount it by that name, or choose another name"),
@@ -508,7 +515,7 @@ pub(super) fn mounts_of(
         // declared volume's directory is the owner's text).
         let (host, writable) = match mine.iter().find(|v| v.name == m.name) {
             Some(v) => (root(app).join(&v.id).join("data"), true),
-            None => match super::declared::find(&app.e2b_volumes, caller, &m.name) {
+            None => match super::declared::find(&app.e2b_volumes, caller, owner_made(app, caller), &m.name) {
                 // A writable volume's writes are merged into its directory
                 // when the sandbox stops: never into the owner's
                 // configuration for a token (`crate::app::App::holds_configuration`).
@@ -595,6 +602,20 @@ pub(super) fn attach(
     stored.spec.filesystem.volumes.extend(mounts);
     write_json(&path, &stored)
         .map_err(|err| AttachError::Failed(format!("the sandbox's spec cannot be kept: {err}")))
+}
+
+/// Whether the owner made `caller`'s token (none made it over the API):
+/// only such a token is matched by a declared volume's listed name (see
+/// [`super::declared::may_mount`]). Unknown (the records unread): no.
+fn owner_made(app: &crate::app::App, caller: &Caller) -> bool {
+    match caller {
+        Caller::Owner => true,
+        Caller::Token(t) => app
+            .db()
+            .ok()
+            .and_then(|db| db.maker_of(&t.id).ok())
+            .is_some_and(|maker| maker.is_none()),
+    }
 }
 
 #[cfg(test)]

@@ -314,6 +314,22 @@ pub async fn create(
     let _one_at_a_time = app.quota_lock.lock();
     let quotas = may_make(&app, &caller, &scopes, sandbox.as_ref(), &quotas)?;
     let (row, text) = auth::new_token_with(&req.name, &scopes, sandbox.as_ref(), quotas);
+    // A name the owner lists for a declared volume is the owner's to give:
+    // a token named so by a token would read as the one the owner meant.
+    if let (Caller::Token(_), Some(volume)) = (
+        &caller,
+        crate::e2b::declared::listed_name(&app.e2b_volumes, &req.name),
+    ) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "name_reserved",
+            format!(
+                "the name {:?} is listed by the daemon owner's volume {volume:?} (e2b.volumes), and only the owner gives a token that name; choose another",
+                req.name
+            ),
+        )
+        .with_field(Some("/name")));
+    }
     let parent = match &caller {
         Caller::Token(maker) => {
             crate::quota::room_for_child(&app, maker, crate::quota::bounds_of(&app, &row)?)?;

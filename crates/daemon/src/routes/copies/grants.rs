@@ -49,12 +49,16 @@ impl HostGrants for DaemonGrants<'_> {
         let Owner::Token(id) = owner else {
             return false;
         };
-        let name = self
-            .0
-            .db()
-            .ok()
-            .and_then(|db| db.token(id).ok().flatten())
-            .map(|t| t.name);
+        // A listed name is matched only on a token the owner made (see
+        // `crate::e2b::declared::may_mount`).
+        let name = self.0.db().ok().and_then(|db| {
+            let owner_made = db.maker_of(id).ok()?.is_none();
+            db.token(id)
+                .ok()
+                .flatten()
+                .filter(|_| owner_made)
+                .map(|t| t.name)
+        });
         // A writable volume's writes are merged into its directory at
         // stop: not once the directory holds a file the owner's
         // configuration is read from (the owner's profiles may have come
