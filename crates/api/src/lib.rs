@@ -299,10 +299,14 @@ pub struct FileEntry {
     pub modified_ms: u64,
 }
 
-/// `GET .../files/list`.
+/// `GET .../files/list`: at most a page of entries, in name order.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct FileList {
     pub entries: Vec<FileEntry>,
+    /// Present when the directory has more entries than one answer
+    /// holds: pass it as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `POST .../files/move`.

@@ -117,3 +117,94 @@ fn a_body_that_stops_coming_after_a_good_token_holds_its_connection_only_to_the_
     );
     assert_eq!(s, 404, "{b}");
 }
+
+/// The daemon's page of a files list (`LIST_PAGE` in the daemon).
+const PAGE: usize = 10_000;
+
+#[test]
+fn a_list_of_a_directory_larger_than_a_page_answers_a_page_and_where_to_go_on() {
+    if !curl_available() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let state = TempDir::new("list-pages");
+    let e2b = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &e2b], &[]);
+    let t = api_token(
+        &d,
+        "lister",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        None,
+    );
+    let made = e2b_sandbox(&e2b, &t);
+    let id = made["sandboxID"].as_str().unwrap().to_string();
+    let access = made["envdAccessToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let extra = 37;
+    shell_as(
+        &d,
+        &t,
+        &id,
+        &format!(
+            "mkdir -p /home/user/d && cd /home/user/d && seq -f f%05g 1 {} | xargs touch && echo hi > f00001",
+            PAGE + extra
+        ),
+    );
+    let list = |after: Option<&str>| {
+        let mut path = format!("/v1/sandboxes/{id}/files/list?path=/home/user/d");
+        if let Some(a) = after {
+            path += &format!("&after={}", q(a));
+        }
+        let (s, b) = call_on(&d, true, "GET", &path, None, Some(&t));
+        assert_eq!(s, 200, "{b}");
+        json(&b)
+    };
+    let first = list(None);
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let one = names(&first);
+    assert_eq!(one.len(), PAGE);
+    assert_eq!(one[0], "f00001");
+    let next = first["next"]
+        .as_str()
+        .expect("a page says where the next begins");
+    assert_eq!(next, one[PAGE - 1]);
+    let second = list(Some(next));
+    let two = names(&second);
+    assert_eq!(two.len(), extra, "{:?}", &two[..3.min(two.len())]);
+    assert!(two[0] > one[PAGE - 1], "pages in name order, none twice");
+    assert!(second.get("next").is_none(), "{second}");
+    // The E2B door has no pages: its list says why it cannot answer,
+    // and a file's stat there is found without listing its directory.
+    let door = format!("http://{e2b}");
+    let rpc = |method: &str, body: &str| {
+        exchange(
+            "POST",
+            &format!("{door}/filesystem.Filesystem/{method}"),
+            &[("x-access-token", &access), ("e2b-sandbox-id", &id)],
+            Some(body),
+            &[],
+        )
+    };
+    let (s, b) = rpc("ListDir", r#"{"path":"/home/user/d","depth":1}"#);
+    assert_ne!(s, 200, "{}", &b[..b.len().min(300)]);
+    assert!(
+        b.contains("resource_exhausted") && b.contains("in pages"),
+        "{s} {b}"
+    );
+    let (s, b) = rpc("Stat", r#"{"path":"/home/user/d/f00001"}"#);
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["entry"]["size"], "3", "{b}");
+    // An ordinary directory is listed whole, as ever.
+    let (s, b) = rpc("ListDir", r#"{"path":"/home/user","depth":1}"#);
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("\"d\""), "{b}");
+}

@@ -55,6 +55,7 @@ fn query(
         path,
         mode: None,
         recursive: None,
+        after: None,
     }))
 }
 
@@ -117,23 +118,46 @@ fn split(rel: &str) -> (&str, &str) {
     }
 }
 
-/// The entries of directory `rel` (relative to the workspace).
-async fn entries(e: &E2b, sb: &str, rel: &str) -> Result<Vec<FileEntry>, RpcError> {
+/// A page of directory `rel`'s entries (relative to the workspace).
+async fn page(e: &E2b, sb: &str, rel: &str) -> Result<crate::api::FileList, RpcError> {
     let Json(list) = files::list(
         State(e.app.clone()),
         Path(sb.to_string()),
         query(Some(rel.to_string())),
     )
     .await?;
+    Ok(list)
+}
+
+/// The entries of directory `rel` (relative to the workspace). The E2B
+/// API has no pages: a directory with more than one page of entries is
+/// refused, saying so, rather than read whole.
+async fn entries(e: &E2b, sb: &str, rel: &str) -> Result<Vec<FileEntry>, RpcError> {
+    let list = page(e, sb, rel).await?;
+    if list.next.is_some() {
+        return Err(too_many(rel));
+    }
     Ok(list.entries)
 }
 
-/// What `rel` is, looked up in its directory (never through a link).
+fn too_many(rel: &str) -> RpcError {
+    RpcError::new(
+        Code::ResourceExhausted,
+        format!(
+            "{:?} has more than {} entries; list it in pages (the API's files/list with `after`) or a directory below it",
+            paths::absolute(rel),
+            files::LIST_PAGE
+        ),
+    )
+}
+
+/// What `rel` is, looked up in its directory (never through a link),
+/// however many entries the directory has.
 async fn stat(e: &E2b, sb: &str, rel: &str) -> Result<FileEntry, RpcError> {
     if rel.is_empty() || rel == "/" {
         // The workspace, or the root, itself: it exists while the sandbox
         // runs.
-        entries(e, sb, rel).await?;
+        page(e, sb, rel).await?;
         return Ok(FileEntry {
             name: if rel.is_empty() { "workspace" } else { "/" }.into(),
             path: rel.to_string(),
@@ -144,10 +168,8 @@ async fn stat(e: &E2b, sb: &str, rel: &str) -> Result<FileEntry, RpcError> {
         });
     }
     let (dir, name) = split(rel);
-    entries(e, sb, dir)
+    files::entry_in(&e.app, sb, dir, name)
         .await?
-        .into_iter()
-        .find(|x| x.name == name)
         .ok_or_else(|| {
             RpcError::new(
                 Code::NotFound,
@@ -245,13 +267,17 @@ async fn list_dir(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value
     let depth = r.depth.unwrap_or(1).clamp(1, 64);
     let root = rel(e, sb, &r.path)?;
     let mut out = Vec::new();
-    let mut todo = VecDeque::from([(root, 1u32)]);
+    let mut todo = VecDeque::from([(root.clone(), 1u32)]);
     while let Some((dir, d)) = todo.pop_front() {
         for entry in entries(e, sb, &dir).await? {
             if entry.kind == "dir" && d < depth {
                 todo.push_back((entry.path.clone(), d + 1));
             }
             out.push(entry_info(&entry));
+            // However deep, one answer holds one page of entries.
+            if out.len() > files::LIST_PAGE {
+                return Err(too_many(&root));
+            }
         }
     }
     Ok(serde_json::json!({ "entries": out }))
@@ -293,6 +319,7 @@ async fn remove(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, 
         path: Some(paths::to_warden(&paths::home(&e.app, sb), &r.path)),
         mode: None,
         recursive: Some(true),
+        after: None,
     }));
     files::remove(State(e.app.clone()), Path(sb.to_string()), q).await?;
     Ok(serde_json::json!({}))

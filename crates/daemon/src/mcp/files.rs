@@ -150,15 +150,23 @@ impl Session {
                 if path.is_empty() { "/workspace" } else { &path }
             ));
         }
-        Ok(list
+        let mut lines: Vec<String> = list
             .entries
             .iter()
             .map(|e| {
                 let slash = if e.kind == "dir" { "/" } else { "" };
                 format!("{:<8} {:>10} {}{slash}", e.kind, e.size, e.path)
             })
-            .collect::<Vec<_>>()
-            .join("\n"))
+            .collect();
+        // One answer holds one page: a larger directory says so rather
+        // than being read whole.
+        if list.next.is_some() {
+            lines.push(format!(
+                "(the first {} entries only: the directory has more; list a directory below it)",
+                list.entries.len()
+            ));
+        }
+        Ok(lines.join("\n"))
     }
 
     pub(super) async fn get_changes(

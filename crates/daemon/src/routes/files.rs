@@ -52,7 +52,15 @@ pub struct FileQuery {
     pub mode: Option<String>,
     /// `DELETE`: a directory with everything in it.
     pub recursive: Option<bool>,
+    /// `list`: only the names after this one (a page's `next`).
+    pub after: Option<String>,
 }
+
+/// The most entries one list answers: a directory of hundreds of
+/// thousands of long names would otherwise be read, stat'ed and held
+/// whole, and answered as one body of a hundred megabytes, by as many
+/// lists as a token sends at once. Past it the answer carries `next`.
+pub const LIST_PAGE: usize = 10_000;
 
 type QueryResult = Result<Query<FileQuery>, axum::extract::rejection::QueryRejection>;
 
@@ -449,57 +457,98 @@ pub async fn list(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let path = inside_of(&app, &id, Some(q.path.as_deref().unwrap_or("")))?;
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
-    let entries = blocking(move || entries_of(fd, &path)).await?;
-    Ok(Json(FileList { entries }))
+    let after = q.after.unwrap_or_default().into_bytes();
+    let (entries, more) = blocking(move || entries_of(fd, &path, &after, LIST_PAGE)).await?;
+    let next = if more {
+        entries.last().map(|e| e.name.clone())
+    } else {
+        None
+    };
+    Ok(Json(FileList { entries, next }))
 }
 
-/// The entries of an opened directory, each looked at without following
-/// a link.
-pub(crate) fn entries_of(fd: OwnedFd, path: &str) -> Result<Vec<FileEntry>, ApiError> {
-    use nix::sys::stat::SFlag;
-    use std::os::fd::AsFd;
+/// The entry `name` of directory `dir` (as the files API takes paths),
+/// looked at without following a link, without listing the directory:
+/// `None` when there is none.
+pub(crate) async fn entry_in(
+    app: &Arc<App>,
+    id: &str,
+    dir: &str,
+    name: &str,
+) -> Result<Option<FileEntry>, ApiError> {
+    let dir = inside_of(app, id, Some(dir))?;
+    let fd = opened(run(app, id, FileOp::List { path: dir.clone() }, &dir).await?)?;
+    let name = std::ffi::CString::new(name)
+        .map_err(|_| ApiError::bad_request("a file name holds no NUL byte"))?;
+    blocking(move || Ok(entry_at(&fd, &name, &dir))).await
+}
+
+/// The first `page` entries of an opened directory in name order whose
+/// names sort after `after`, each looked at without following a link,
+/// and whether it has more. Only a page of names is held at any time,
+/// however many the directory has.
+pub(crate) fn entries_of(
+    fd: OwnedFd,
+    path: &str,
+    after: &[u8],
+    page: usize,
+) -> Result<(Vec<FileEntry>, bool), ApiError> {
+    use std::collections::BinaryHeap;
     let failed = |e: Errno| ApiError::internal(format!("cannot list {path:?}: {}", e.desc()));
     let mut dir = nix::dir::Dir::from_fd(fd).map_err(failed)?;
-    let mut names = Vec::new();
+    // The page's names and one more, the largest on top.
+    let mut names: BinaryHeap<std::ffi::CString> = BinaryHeap::new();
     for entry in dir.iter() {
         let entry = entry.map_err(failed)?;
-        let name = entry.file_name().to_owned();
-        if name.to_bytes() != b"." && name.to_bytes() != b".." {
-            names.push(name);
-        }
-    }
-    let mut out = Vec::new();
-    for name in names {
-        let Ok(st) = nix::sys::stat::fstatat(
-            dir.as_fd(),
-            name.as_c_str(),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        ) else {
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." || bytes <= after {
             continue;
-        };
-        let kind = match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
-            SFlag::S_IFREG => "file",
-            SFlag::S_IFDIR => "dir",
-            SFlag::S_IFLNK => "symlink",
-            _ => "other",
-        };
-        let name = name.to_string_lossy().into_owned();
-        out.push(FileEntry {
-            path: match path {
-                "" => name.clone(),
-                "/" => format!("/{name}"),
-                _ => format!("{path}/{name}"),
-            },
-            name,
-            kind: kind.to_string(),
-            size: st.st_size.max(0) as u64,
-            mode: st.st_mode & 0o7777,
-            modified_ms: (st.st_mtime.max(0) as u64) * 1000
-                + (st.st_mtime_nsec.max(0) as u64) / 1_000_000,
-        });
+        }
+        if names.len() > page {
+            if names.peek().is_some_and(|top| top.as_c_str() <= name) {
+                continue;
+            }
+            names.pop();
+        }
+        names.push(name.to_owned());
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    let mut names = names.into_sorted_vec();
+    let more = names.len() > page;
+    names.truncate(page);
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        out.extend(entry_at(&dir, &name, path));
+    }
+    Ok((out, more))
+}
+
+/// The entry `name` of the directory open as `dir` (shown under `path`),
+/// without following a link; `None` when it is gone.
+fn entry_at(dir: &impl std::os::fd::AsFd, name: &std::ffi::CStr, path: &str) -> Option<FileEntry> {
+    use nix::sys::stat::SFlag;
+    let st = nix::sys::stat::fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()?;
+    let kind = match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => "file",
+        SFlag::S_IFDIR => "dir",
+        SFlag::S_IFLNK => "symlink",
+        _ => "other",
+    };
+    let name = name.to_string_lossy().into_owned();
+    Some(FileEntry {
+        path: match path {
+            "" => name.clone(),
+            "/" => format!("/{name}"),
+            _ => format!("{path}/{name}"),
+        },
+        name,
+        kind: kind.to_string(),
+        size: st.st_size.max(0) as u64,
+        mode: st.st_mode & 0o7777,
+        modified_ms: (st.st_mtime.max(0) as u64) * 1000
+            + (st.st_mtime_nsec.max(0) as u64) / 1_000_000,
+    })
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/files/mkdir", params(("id" = String, Path)), request_body = MkdirRequest,

@@ -112,6 +112,7 @@ async fn write_one(
         path: Some(warden),
         mode: None,
         recursive: None,
+        after: None,
     }));
     files::write(
         State(e.app.clone()),
