@@ -25,6 +25,7 @@ fn main() {
             out.clone(),
             out.with_file_name("seccomp-notify.bpf"),
             out.with_file_name("seccomp-notify-exec.bpf"),
+            out.with_file_name("seccomp-gvisor.bpf"),
         ] {
             if let Err(e) = std::fs::write(&empty, b"") {
                 println!("cargo:warning=cannot write {}: {e}", empty.display());
@@ -61,5 +62,18 @@ fn main() {
             println!("cargo:warning=cannot compile the notifying filter {name} for {target}: {e}");
             std::process::exit(1);
         }
+    }
+    // The filter of a gVisor sandbox's later processes, loaded inside
+    // gVisor's kernel by each before its command runs.
+    let gvisor = out.with_file_name("seccomp-gvisor.bpf");
+    let result = seccomp::build_gvisor_filter_for(arch)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            let file = std::fs::File::create(&gvisor).map_err(|e| e.to_string())?;
+            f.export_bpf(&file).map_err(|e| e.to_string())
+        });
+    if let Err(e) = result {
+        println!("cargo:warning=cannot compile the gVisor filter for {target}: {e}");
+        std::process::exit(1);
     }
 }

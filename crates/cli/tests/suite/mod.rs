@@ -55,6 +55,7 @@ mod frictions;
 mod global_git_include;
 mod gvisor;
 mod gvisor_disk;
+mod gvisor_execs;
 mod gvisor_leftovers;
 mod gvisor_pause;
 mod gvisor_quota;

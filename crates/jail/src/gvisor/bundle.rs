@@ -4,13 +4,16 @@
 //! `/etc` with the host's secrets covered, the workspace read-write at
 //! [`WORKSPACE_MOUNT`], the spec's own binds, a fresh `/tmp` and home, the
 //! sandbox's resolver and, with secrets, the proxy's authority. The
-//! process has no capabilities, `no_new_privs` and the spec's limits.
+//! process has no capabilities, `no_new_privs` and the spec's limits
+//! (its task bound among them, as `RLIMIT_NPROC`).
 //!
 //! Everything is written into a directory of warden's state owned by the
 //! supervisor (mode 0700); nothing of the host is shown that the spec does
 //! not show.
 
+use super::shim::Shim;
 use crate::mounts::{HIDDEN_IN_ETC, SYSTEM_DIRS};
+use crate::seccomp::{Arch, When, GVISOR_RULES};
 use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -52,6 +55,8 @@ pub struct Layout<'a> {
     /// Cover the host's secret files in `/etc` (root: runsc's file server
     /// can read them; rootless, it cannot, and cannot bind over them).
     pub cover_etc: bool,
+    /// The shim each later process starts through (a long-lived sandbox).
+    pub shim: Option<&'a Shim>,
 }
 
 /// Write the bundle into `dir`: `config.json`, the root of mount points,
@@ -126,6 +131,10 @@ pub fn write(dir: &Path, l: &Layout<'_>) -> Result<Value, BundleError> {
     for (file, inside) in &l.trust {
         file_points.push(inside.trim_start_matches('/').into());
         mounts.push(bind(file, inside, false));
+    }
+    for (file, inside) in l.shim.map(Shim::binds).unwrap_or_default() {
+        file_points.push(inside.trim_start_matches('/').into());
+        mounts.push(bind(&file, &inside, false));
     }
     // The root is runsc's to read only: mount points are made here, before.
     if fs.rootfs.is_none() {
@@ -226,6 +235,13 @@ fn config(l: &Layout<'_>, root: &Path, mounts: Vec<Value>) -> Value {
     if let Some(f) = spec.resources.file_size {
         rlimits.push(json!({"type": "RLIMIT_FSIZE", "hard": f, "soft": f}));
     }
+    // The sandbox's task bound, held by gVisor's kernel: runsc runs with
+    // `--ignore-cgroups`, and its kernel ignores `linux.resources.pids`,
+    // but it counts a user's tasks against `RLIMIT_NPROC` as Linux does.
+    // Every process of the sandbox runs as one user with no capability,
+    // so the count is the sandbox's, exec'd processes' included.
+    let pids = spec.resources.pids.value;
+    rlimits.push(json!({"type": "RLIMIT_NPROC", "hard": pids, "soft": pids}));
     let mut namespaces = vec![
         json!({"type": "pid"}),
         json!({"type": "ipc"}),
@@ -255,44 +271,48 @@ fn config(l: &Layout<'_>, root: &Path, mounts: Vec<Value>) -> Value {
     })
 }
 
-/// What gVisor's kernel refuses the sandbox's processes, as the process
-/// backend's filter does: a file with set-user-ID or set-group-ID bits,
-/// made or changed (gVisor carries the mode to the host's file through its
-/// gofer, so a direct workspace would hold a set-user-ID file of root's for
-/// anyone on the host to run). `openat2` (whose mode is behind a pointer)
-/// is answered as absent, as the process backend answers it.
+/// [`GVISOR_RULES`] as the bundle's `linux.seccomp`, which runsc
+/// (`--oci-seccomp`) applies inside gVisor's kernel to the first process;
+/// later ones load the same table themselves (see [`super::shim`]).
 fn seccomp() -> Value {
-    const EPERM: u32 = 1;
-    const ENOSYS: u32 = 38;
+    let arch = Arch::native();
     let mut rules = Vec::new();
-    for (name, arg) in [
-        ("chmod", 1),
-        ("fchmod", 1),
-        ("fchmodat", 2),
-        ("creat", 1),
-        ("open", 2),
-        ("openat", 3),
-        ("mknod", 1),
-        ("mknodat", 2),
-    ] {
-        for bit in [libc::S_ISUID, libc::S_ISGID] {
-            rules.push(json!({
-                "names": [name],
-                "action": "SCMP_ACT_ERRNO",
-                "errnoRet": EPERM,
-                "args": [{"index": arg, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}],
-            }));
+    for rule in GVISOR_RULES {
+        if rule.only_on.is_some_and(|only| Some(only) != arch) {
+            continue;
+        }
+        let refuse = |args: Value| {
+            json!({"names": [rule.syscall], "action": "SCMP_ACT_ERRNO",
+                   "errnoRet": rule.errno, "args": args})
+        };
+        match rule.when {
+            // One rule per bit, as the filter's build makes them.
+            When::AnyBitSet { arg, mask } => {
+                for bit in (0..u64::BITS).map(|s| 1u64 << s).filter(|b| mask & b != 0) {
+                    rules.push(refuse(json!([{"index": arg, "value": bit, "valueTwo": bit,
+                                               "op": "SCMP_CMP_MASKED_EQ"}])));
+                }
+            }
+            // Any other condition is refused whatever its arguments:
+            // closed rather than open (the table has none).
+            _ => rules.push(refuse(json!([]))),
         }
     }
-    rules.push(json!({"names": ["openat2"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS}));
-    json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": rules})
+    let architecture = match arch {
+        Some(Arch::Aarch64) => "SCMP_ARCH_AARCH64",
+        _ => "SCMP_ARCH_X86_64",
+    };
+    json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": [architecture], "syscalls": rules})
 }
 
 /// One process started by `runsc exec` (its `--process` file): the first
-/// process's definition (`base`: user, capabilities, limits, environment)
-/// with the request's command, variables, directory and terminal.
+/// process's definition (`base`: user, capabilities, `no_new_privs`,
+/// limits, environment) with the request's command, started through
+/// `shim` (which loads the first process's filter before it), variables,
+/// directory and terminal.
 pub fn process(
     base: &Value,
+    shim: &Shim,
     argv: &[String],
     env: &[(String, String)],
     cwd: Option<&str>,
@@ -313,7 +333,7 @@ pub fn process(
         })
         .unwrap_or_default();
     merged.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    p["args"] = json!(argv);
+    p["args"] = json!(shim.args(argv));
     p["env"] = json!(merged);
     p["terminal"] = json!(terminal);
     if let Some(c) = cwd {

@@ -24,6 +24,8 @@ mod mount;
 pub mod net;
 pub mod runsc;
 mod serve;
+pub mod shim;
+mod signal;
 
 use crate::secrets::{SecretPlan, TrustFiles};
 use crate::{Attach, Network, Outcome, Program};
@@ -110,6 +112,10 @@ pub enum GvisorError {
     Home(#[source] std::io::Error),
     #[error("cannot create the spawn channel")]
     Channel(#[source] nix::errno::Errno),
+    /// Every later process of a long-lived sandbox starts through the
+    /// shim, which gives it the first process's filter: none runs without.
+    #[error("{} is not installed beside warden: a long-lived gVisor sandbox's commands start through it", shim::BINARY)]
+    NoShim,
 }
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -125,6 +131,7 @@ pub fn run(
 ) -> Result<Outcome, GvisorError> {
     let start = Instant::now();
     let path = runsc::find().ok_or(GvisorError::Missing)?;
+    let shim = shim_for(program)?;
     let root = crate::host::is_root();
     let workspace = check(spec, root)?;
     let with_egress = matches!(spec.network, NetworkSpec::Egress(_));
@@ -222,13 +229,10 @@ pub fn run(
             .as_ref()
             .map(|n| PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), n.as_raw_fd()))),
         trust,
-        args: match program {
-            Program::Command => spec.command.clone(),
-            // gVisor's first process waits; each exec is a `runsc exec`.
-            Program::Service => vec!["sleep".into(), "infinity".into()],
-        },
+        args: first_args(spec, program),
         terminal: terminal && program == Program::Command,
         cover_etc: root,
+        shim: shim.as_ref(),
     };
     let process = bundle::write(&dir.0, &layout)?;
     let in_ns = mount.is_some();
@@ -270,6 +274,7 @@ pub fn run(
                 files_root,
                 file_ids: root.then_some((uid, gid)),
                 netns,
+                shim: shim.clone().ok_or(GvisorError::NoShim)?,
             };
             service(ctx, &mut first, deadline, attach)?
         }
@@ -285,6 +290,24 @@ pub fn run(
     let outcome = outcome_of(ended, status, spec, &runsc).map_err(GvisorError::Failed)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
+}
+
+/// The first process: the spec's command, or (a long-lived sandbox) a
+/// process that waits, each exec being a `runsc exec`.
+fn first_args(spec: &SandboxSpec, program: Program) -> Vec<String> {
+    match program {
+        Program::Command => spec.command.clone(),
+        Program::Service => vec!["sleep".into(), "infinity".into()],
+    }
+}
+
+/// The shim a long-lived sandbox's later processes start through: none
+/// runs without it.
+fn shim_for(program: Program) -> Result<Option<shim::Shim>, GvisorError> {
+    match program {
+        Program::Service => shim::Shim::find().map(Some).ok_or(GvisorError::NoShim),
+        Program::Command => Ok(None),
+    }
 }
 
 /// The sandbox's IDs ([`ids`]), the workspace as runsc is shown it, and
@@ -704,6 +727,7 @@ struct Serving<'a> {
     files_root: Option<Arc<OwnedFd>>,
     file_ids: Option<(u32, u32)>,
     netns: Option<Arc<OwnedFd>>,
+    shim: shim::Shim,
 }
 
 /// A long-lived sandbox: once runsc says it runs, its spawn channel goes
@@ -752,6 +776,7 @@ fn service(
         file_ids: ctx.file_ids,
         netns: ctx.netns,
         running: Default::default(),
+        shim: ctx.shim,
         terminals: Default::default(),
         next: AtomicU64::new(0),
     };

@@ -189,6 +189,27 @@ impl Runsc {
         self.manage(&["kill", "--all", &self.id, signal])
     }
 
+    /// Signal one process inside the sandbox, by its PID there.
+    pub fn kill_pid(&self, pid: i32, signal: &str) -> Result<String, String> {
+        self.manage(&["kill", &format!("--pid={pid}"), &self.id, signal])
+    }
+
+    /// The sandbox's processes as (PID, parent's PID) inside it; `None`
+    /// when runsc cannot say.
+    pub fn processes(&self) -> Option<Vec<(i32, i32)>> {
+        let out = self.manage(&["ps", &self.id]).ok()?;
+        // A table: UID PID PPID C TTY STIME TIME CMD, under a header.
+        Some(
+            out.lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let mut cols = l.split_whitespace().skip(1);
+                    Some((cols.next()?.parse().ok()?, cols.next()?.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
     /// Remove the sandbox, whatever state it is in.
     pub fn delete(&self) -> Result<String, String> {
         self.manage(&["delete", "--force", &self.id])

@@ -54,8 +54,11 @@ pub(super) struct Server {
     /// The file system IDs file operations run with (root only).
     pub file_ids: Option<(u32, u32)>,
     pub netns: Option<Arc<OwnedFd>>,
-    /// Request id -> host PID of its `runsc exec`.
-    pub running: Arc<Mutex<HashMap<u64, u32>>>,
+    /// Request id -> its `runsc exec`: host PID, the file runsc writes
+    /// the process's PID inside to.
+    pub running: Arc<Mutex<HashMap<u64, (u32, PathBuf)>>>,
+    /// What each process starts through (see [`super::shim`]).
+    pub shim: super::shim::Shim,
     /// Terminals opened ahead, until a spawn takes one.
     pub terminals: Ahead,
     pub next: AtomicU64,
@@ -124,10 +127,24 @@ impl Server {
                 );
             }
             ToInit::Signal { id, signal } => {
-                let pid = self.running.lock().ok().and_then(|r| r.get(&id).copied());
-                if let (Some(pid), Ok(sig)) = (pid, nix::sys::signal::Signal::try_from(signal)) {
-                    // runsc exec passes what it gets on to its process.
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+                let found = self.running.lock().ok().and_then(|r| r.get(&id).cloned());
+                if let Some((host, pid_file)) = found {
+                    let runsc = self.runsc.clone();
+                    // Inside, by the process's PID there (see `signal`):
+                    // the host's `runsc exec` cannot pass a kill on. Off
+                    // this thread: runsc is asked a few times.
+                    std::thread::spawn(move || {
+                        let inside = read_pid(&pid_file)
+                            .is_some_and(|pid| super::signal::deliver(&runsc, pid, signal));
+                        if !inside {
+                            // Not yet running inside, or runsc could not
+                            // say: the client, which passes on what it can.
+                            if let Ok(sig) = nix::sys::signal::Signal::try_from(signal) {
+                                let pid = nix::unistd::Pid::from_raw(host as i32);
+                                let _ = nix::sys::signal::kill(pid, sig);
+                            }
+                        }
+                    });
                 }
             }
             ToInit::TermAll => {
@@ -194,6 +211,7 @@ impl Server {
         let pid_file = self.dir.join(format!("exec-{n}.pid"));
         let process = super::bundle::process(
             &self.process,
+            &self.shim,
             &ask.argv,
             &ask.env,
             ask.cwd.as_deref(),
@@ -218,7 +236,7 @@ impl Server {
             }
         };
         if let Ok(mut r) = self.running.lock() {
-            r.insert(ask.id, child.id());
+            r.insert(ask.id, (child.id(), pid_file.clone()));
         }
         let channel = self.channel.clone();
         let running = self.running.clone();
@@ -244,7 +262,7 @@ fn watch(
     [file, pid_file]: [PathBuf; 2],
     master: Option<OwnedFd>,
     channel: Arc<OwnedFd>,
-    running: Arc<Mutex<HashMap<u64, u32>>>,
+    running: Arc<Mutex<HashMap<u64, (u32, PathBuf)>>>,
 ) {
     let start = Instant::now();
     let mut told = false;

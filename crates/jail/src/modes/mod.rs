@@ -449,6 +449,14 @@ impl Judge {
             // A link's own mode cannot be changed.
             return Err(Errno::OPNOTSUPP);
         }
+        // A set-ID bit is never the sandbox's to set on a host file: in a
+        // process sandbox the main filter refuses it before this judge is
+        // asked; a helper's (runsc's) call reaches here whatever its own
+        // kernel let through, and the file would be set-user-ID of its
+        // owner on the host.
+        if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+            return Err(Errno::PERM);
+        }
         if !rule::may_set(seen, mode) {
             return Err(Errno::PERM);
         }

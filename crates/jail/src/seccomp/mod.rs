@@ -18,6 +18,7 @@
 //! architectures and the loading.
 
 mod compile;
+mod gvisor;
 mod notify;
 mod rules;
 
@@ -25,9 +26,10 @@ pub use compile::{
     build_degraded_filter, build_exec_allowlist_filter, build_filter, build_filter_for,
     UNIFIED_NUMBERS,
 };
+pub use gvisor::{build_gvisor_filter_for, GVISOR_RULES};
 pub use notify::{
-    build_notify_filter_for, NotifyRule, EXEC_NOTIFY_RULES, FILE_NOTIFY_RULES, NOTIFY_RULES,
-    SHARED_MODE_BITS,
+    build_notify_filter_for, NotifyRule, EXEC_NOTIFY_RULES, FILE_NOTIFY_RULES, JUDGED_MODE_BITS,
+    NOTIFY_RULES, SETID_CREATE_RULES, SHARED_MODE_BITS,
 };
 pub use rules::{
     Cond, Rule, When, CLONE_NAMESPACE_FLAGS, DEGRADED_FD_TWINS, DEGRADED_RULES,

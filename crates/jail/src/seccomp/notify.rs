@@ -10,6 +10,7 @@
 use super::compile::{add_rule_as, attribute, new_context, resolve};
 use super::rules::When::Always;
 use super::rules::{enosys, eperm, Rule, MEMFD_EXECUTABLE};
+use super::rules::{SETID_BITS, SETID_MODE_ARG1, SETID_MODE_ARG2, SETID_MODE_ARG3};
 use super::{Arch, SeccompError};
 use libseccomp::{ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext};
 
@@ -49,6 +50,28 @@ pub const NOTIFY_RULES: &[NotifyRule] = &[
     NotifyRule { syscall: "fchmod",    mode_arg: 1, reason: "open a shared host file to other local users", only_on: None },
     NotifyRule { syscall: "fchmodat",  mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
     NotifyRule { syscall: "fchmodat2", mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
+];
+
+/// Mode bits a `chmod` in the notifying filter puts to the supervisor: the shared bits, and the
+/// set-ID bits, which the supervisor always refuses. In a process sandbox the main filter refuses
+/// a set-ID mode first (its errno outranks a notification); for a helper of warden's own that
+/// changes the host's files for a sandbox (runsc, a VM's file servers), this filter is the only
+/// one on the host, so a set-ID mode a sandbox asks of the helper's kernel (gVisor's) is refused
+/// on the host whatever that kernel let through.
+pub const JUDGED_MODE_BITS: u64 = SHARED_MODE_BITS | SETID_BITS;
+
+/// Creating calls whose mode carries a set-ID bit, refused outright in the notifying filter too,
+/// for the same helpers: a file runsc's file server creates for the sandbox with a set-ID mode
+/// would stay on the host, set-user-ID of the workspace's owner. (`openat2`'s mode is behind a
+/// pointer the filter cannot read; runsc does not create files with it, and a VM's file server
+/// needs it.)
+#[rustfmt::skip]
+pub const SETID_CREATE_RULES: &[Rule] = &[
+    eperm("open",    SETID_MODE_ARG2, "create a setuid/setgid file on the host for a sandbox").only_on(Arch::X86_64),
+    eperm("creat",   SETID_MODE_ARG1, "create a setuid/setgid file on the host for a sandbox").only_on(Arch::X86_64),
+    eperm("openat",  SETID_MODE_ARG3, "create a setuid/setgid file on the host for a sandbox"),
+    eperm("mknod",   SETID_MODE_ARG1, "create a setuid/setgid node on the host for a sandbox").only_on(Arch::X86_64),
+    eperm("mknodat", SETID_MODE_ARG2, "create a setuid/setgid node on the host for a sandbox"),
 ];
 
 /// Calls put to the supervisor whatever their arguments: what they open to the host's other
@@ -99,7 +122,8 @@ pub const EXEC_NOTIFY_RULES: &[Rule] = &[
     Rule { syscall: "memfd_create", when: MEMFD_EXECUTABLE, errno: libc::EACCES, reason: "write a program into memory and execute it, around the exec allowlist", only_on: None },
 ];
 
-/// Builds the notifying filter ([`NOTIFY_RULES`], and with `exec` the exec allowlist's
+/// Builds the notifying filter ([`NOTIFY_RULES`], [`FILE_NOTIFY_RULES`], [`SETID_CREATE_RULES`]
+/// and with `exec` the exec allowlist's
 /// [`EXEC_NOTIFY_RULES`]) for `arch`: the build script compiles both ahead of time, and the
 /// init loads one over the main filter with a listener for its supervisor (a process has one
 /// listener: the kernel refuses a second). Without a listener the kernel answers a notifying
@@ -120,7 +144,7 @@ pub fn build_notify_filter_for(arch: Arch, exec: bool) -> Result<ScmpFilterConte
         let syscall = resolve(rule.syscall, arch)?;
         // One filter rule per bit, OR'ed: a filter comparison tests one masked value.
         for bit in (0..u64::BITS).map(|shift| 1_u64 << shift) {
-            if SHARED_MODE_BITS & bit == 0 {
+            if JUDGED_MODE_BITS & bit == 0 {
                 continue;
             }
             let compare = ScmpArgCompare::new(rule.mode_arg, ScmpCompareOp::MaskedEqual(bit), bit);
@@ -143,6 +167,9 @@ pub fn build_notify_filter_for(arch: Arch, exec: bool) -> Result<ScmpFilterConte
                 syscall: rule.syscall,
                 source,
             })?;
+    }
+    for rule in SETID_CREATE_RULES {
+        add_rule_as(&mut filter, arch, rule, ScmpAction::Errno(rule.errno))?;
     }
     if exec {
         for rule in EXEC_NOTIFY_RULES {

@@ -174,7 +174,7 @@ const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
     values: &[libc::AF_UNIX as u64],
 }]);
 /// Mode bits that hand the file's owner or group to whoever runs it.
-const SETID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
+pub(super) const SETID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
 /// A mode argument (at index 1, 2 or 3) with the setuid or setgid bit.
 const fn setid_mode(arg: u32) -> When {
     When::AnyBitSet {
@@ -182,9 +182,9 @@ const fn setid_mode(arg: u32) -> When {
         mask: SETID_BITS,
     }
 }
-const SETID_MODE_ARG1: When = setid_mode(1);
-const SETID_MODE_ARG2: When = setid_mode(2);
-const SETID_MODE_ARG3: When = setid_mode(3);
+pub(super) const SETID_MODE_ARG1: When = setid_mode(1);
+pub(super) const SETID_MODE_ARG2: When = setid_mode(2);
+pub(super) const SETID_MODE_ARG3: When = setid_mode(3);
 /// Mode bits that let every other local user write the file: one user lives in a sandbox, so
 /// they only ever speak to the host's other users.
 const SHARED_WRITE_BITS: u64 = (libc::S_IWGRP | libc::S_IWOTH) as u64;

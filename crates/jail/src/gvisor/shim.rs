@@ -1,0 +1,241 @@
+//! The start of every process a gVisor sandbox runs after its first.
+//!
+//! runsc applies the bundle's seccomp filter (`linux.seccomp`) to the
+//! container's first process only: a `runsc exec` process starts with no
+//! filter at all, so a later command could make a set-user-ID file that
+//! gVisor's file server then carries to the host. Each later process is
+//! therefore started as this shim (`warden-gvisor-exec`, shown read-only at
+//! [`INSIDE`] with the host libraries it links), which sets
+//! `no_new_privs`, loads [`PROGRAM`] (the first process's rules,
+//! [`crate::seccomp::GVISOR_RULES`]) inside gVisor's kernel and only then
+//! executes the command, so that the command and everything it starts
+//! carry the filter as the first process's tree does. The host side holds
+//! the same line whatever gVisor's kernel does (see `gvisor::modes`).
+//!
+//! The shim never runs a command without its filter: any step that fails
+//! ends it with [`FAILED`] before the command runs.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The filter, compiled by the build script from [`crate::seccomp::GVISOR_RULES`].
+pub const PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-gvisor.bpf"));
+
+/// Where the shim and its libraries are shown inside the sandbox.
+pub const INSIDE: &str = "/.warden-exec";
+
+/// The shim's binary name, installed beside `warden`.
+pub const BINARY: &str = "warden-gvisor-exec";
+
+/// The status the shim ends with when it cannot run the command with its
+/// filter (as `env` and `timeout` say of themselves: 125).
+pub const FAILED: i32 = 125;
+
+/// Why the shim could not run the command.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("no command after `--`")]
+    NoCommand,
+    #[error("warden has no gVisor filter for this architecture")]
+    NoFilter,
+    #[error("cannot set no_new_privs")]
+    NoNewPrivs(#[source] std::io::Error),
+    #[error("cannot load the sandbox's seccomp filter")]
+    Filter(#[source] std::io::Error),
+    #[error("cannot execute {0}")]
+    Exec(String, #[source] std::io::Error),
+}
+
+impl ShimError {
+    /// The status a shell gives the same failure: 127 for a command not
+    /// found, 126 for one that cannot run, [`FAILED`] for the shim's own.
+    pub fn status(&self) -> i32 {
+        match self {
+            ShimError::Exec(_, e) if e.kind() == std::io::ErrorKind::NotFound => 127,
+            ShimError::Exec(..) => 126,
+            _ => FAILED,
+        }
+    }
+}
+
+/// In the shim: `args` is its own command line (`SHIM -- COMMAND...`).
+/// Returns only on failure.
+pub fn run(args: &[OsString]) -> ShimError {
+    let Some(at) = args.iter().position(|a| a == "--") else {
+        return ShimError::NoCommand;
+    };
+    let command = &args[at + 1..];
+    if command.is_empty() {
+        return ShimError::NoCommand;
+    }
+    let Some(filter) = crate::sys::sock_filters(PROGRAM) else {
+        return ShimError::NoFilter;
+    };
+    let Ok(len) = libc::c_ushort::try_from(filter.len()) else {
+        return ShimError::NoFilter;
+    };
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return ShimError::NoNewPrivs(std::io::Error::last_os_error());
+    }
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points at `filter`, a live array of exactly `len`
+    // instructions that outlives the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            1 as libc::c_ulong, // SECCOMP_SET_MODE_FILTER
+            0 as libc::c_ulong,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if rc != 0 {
+        return ShimError::Filter(std::io::Error::last_os_error());
+    }
+    let name = command[0].to_string_lossy().into_owned();
+    let Ok(argv) = command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return ShimError::Exec(name, std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    match nix::unistd::execvp(&argv[0], &argv) {
+        Ok(never) => match never {},
+        Err(e) => ShimError::Exec(name, std::io::Error::from_raw_os_error(e as i32)),
+    }
+}
+
+/// The shim as the supervisor shows it to the sandbox: its binary and,
+/// when it is linked dynamically, the loader and libraries it runs with,
+/// so that it runs whatever tree the sandbox's root is.
+#[derive(Debug, Clone)]
+pub struct Shim {
+    binary: PathBuf,
+    loader: Option<PathBuf>,
+    libraries: Vec<PathBuf>,
+}
+
+impl Shim {
+    /// The shim beside the running executable (`warden`, `warden-oci`),
+    /// with the libraries the running executable is linked with (the
+    /// shim's are among them: one toolchain built both). `None` where it
+    /// is missing.
+    pub fn find() -> Option<Shim> {
+        let exe = std::env::current_exe().ok()?;
+        let binary = exe.parent()?.join(BINARY);
+        if !binary.is_file() {
+            return None;
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let mut libraries: Vec<PathBuf> = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .filter(|p| p.starts_with('/') && p.contains(".so"))
+            .map(PathBuf::from)
+            .collect();
+        libraries.sort();
+        libraries.dedup();
+        let loader = libraries
+            .iter()
+            .find(|p| file_name(p).starts_with("ld-"))
+            .cloned();
+        libraries.retain(|p| Some(p) != loader.as_ref());
+        Some(Shim {
+            binary,
+            loader,
+            libraries,
+        })
+    }
+
+    /// What the bundle binds: (host file, path inside), each read-only.
+    pub fn binds(&self) -> Vec<(PathBuf, String)> {
+        let mut out = vec![(self.binary.clone(), format!("{INSIDE}/{BINARY}"))];
+        if let Some(l) = &self.loader {
+            out.push((l.clone(), format!("{INSIDE}/ld.so")));
+        }
+        for lib in &self.libraries {
+            out.push((lib.clone(), format!("{INSIDE}/lib/{}", file_name(lib))));
+        }
+        out
+    }
+
+    /// The command line of a process that runs `argv` under the filter.
+    pub fn args(&self, argv: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(argv.len() + 5);
+        if self.loader.is_some() {
+            out.extend([
+                format!("{INSIDE}/ld.so"),
+                "--library-path".into(),
+                format!("{INSIDE}/lib"),
+            ]);
+        }
+        out.push(format!("{INSIDE}/{BINARY}"));
+        out.push("--".into());
+        out.extend(argv.iter().cloned());
+        out
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn the_embedded_gvisor_filter_is_the_one_the_table_builds() {
+        let Some(arch) = crate::seccomp::Arch::native() else {
+            return;
+        };
+        let file = tempfile::tempfile().unwrap();
+        crate::seccomp::build_gvisor_filter_for(arch)
+            .unwrap()
+            .export_bpf(&file)
+            .unwrap();
+        let built = std::fs::read(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        assert!(!built.is_empty());
+        assert_eq!(built, super::PROGRAM);
+    }
+
+    #[test]
+    fn a_later_process_runs_the_shim_then_its_command() {
+        let shim = super::Shim {
+            binary: "/opt/w/warden-gvisor-exec".into(),
+            loader: Some("/lib64/ld-linux-x86-64.so.2".into()),
+            libraries: vec!["/lib/x86_64-linux-gnu/libc.so.6".into()],
+        };
+        let args = shim.args(&["sh".into(), "-c".into(), "id".into()]);
+        assert_eq!(
+            args,
+            [
+                "/.warden-exec/ld.so",
+                "--library-path",
+                "/.warden-exec/lib",
+                "/.warden-exec/warden-gvisor-exec",
+                "--",
+                "sh",
+                "-c",
+                "id"
+            ]
+        );
+        let inside: Vec<String> = shim.binds().into_iter().map(|(_, i)| i).collect();
+        assert_eq!(
+            inside,
+            [
+                "/.warden-exec/warden-gvisor-exec",
+                "/.warden-exec/ld.so",
+                "/.warden-exec/lib/libc.so.6"
+            ]
+        );
+    }
+}
