@@ -181,3 +181,73 @@ fn an_interpreter_given_code_inline_is_refused_and_its_script_is_checked_as_the_
     );
     warden_workspace::fsutil::remove_tree(&t).unwrap();
 }
+
+#[test]
+fn every_interpreter_of_the_table_is_refused_code_inline_and_checked_for_its_script() {
+    let t = std::env::temp_dir().join(format!("warden-secret-table-{}", std::process::id()));
+    let _ = warden_workspace::fsutil::remove_tree(&t);
+    std::fs::create_dir_all(t.join("root")).unwrap();
+    std::fs::create_dir_all(t.join("outside")).unwrap();
+    let t = t.canonicalize().unwrap();
+    // A name with no `/` and no `.`: read as a path by no other rule.
+    let inside = t.join("root/x");
+    let linked = t.join("outside/linked");
+    std::os::unix::fs::symlink(&inside, &linked).unwrap();
+    let own = t.join("outside/own");
+    std::fs::write(&own, "x\n").unwrap();
+    let writable = [t.join("root")];
+    let code = |argv: &[String], w: &[PathBuf]| {
+        check_with(
+            &[secret(&argv.iter().map(String::as_str).collect::<Vec<_>>())],
+            w,
+            &[],
+        )
+        .map_err(|r| r.code())
+    };
+    let code_with_sink = "system(getline)\n|e r w";
+    for row in interpreters::INTERPRETERS {
+        for name in row.names {
+            let prog = format!("/nonexistent/{name}");
+            let mut inline: Vec<Vec<String>> = Vec::new();
+            if let Some(c) = row.inline_short.chars().next() {
+                inline.push(vec![prog.clone(), format!("-{c}"), code_with_sink.into()]);
+            }
+            if let Some(o) = row.inline_long.first() {
+                inline.push(vec![prog.clone(), o.to_string(), code_with_sink.into()]);
+            }
+            if row.code_operand {
+                inline.push(vec![prog.clone(), code_with_sink.into()]);
+            }
+            assert!(!inline.is_empty(), "{name}: no way to give it code");
+            for argv in &inline {
+                assert_eq!(
+                    code(argv, &writable),
+                    Err(SECRET_PROGRAM_UNREADABLE_ARGS),
+                    "{argv:?}"
+                );
+                assert_eq!(code(argv, &[]), Ok(()), "{argv:?} with nothing writable");
+            }
+            let mut scripts: Vec<Vec<String>> = Vec::new();
+            if let Some(c) = row.file_short.chars().next() {
+                scripts.push(vec![prog.clone(), format!("-{c}")]);
+            }
+            if !row.code_operand {
+                scripts.push(vec![prog.clone()]);
+            }
+            for argv in scripts {
+                let with = |file: &Path| {
+                    let mut a = argv.clone();
+                    a.push(file.to_str().unwrap().to_string());
+                    a
+                };
+                assert_eq!(
+                    code(&with(&linked), &writable),
+                    Err(SECRET_PROGRAM_WRITABLE),
+                    "{argv:?} linked"
+                );
+                assert_eq!(code(&with(&own), &writable), Ok(()), "{argv:?} own");
+            }
+        }
+    }
+    warden_workspace::fsutil::remove_tree(&t).unwrap();
+}
