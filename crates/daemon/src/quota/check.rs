@@ -7,7 +7,7 @@ use warden_runtime::owner::Owner;
 use warden_workspace::Sandbox;
 
 use super::bounds::{bounds_of, share, Bounds};
-use super::disk::disk_used;
+use super::disk::{disk_used, sandboxes_of};
 use super::measure::{held_of, host_disk_of, pids_of, tally_of};
 use super::over_quota;
 use crate::app::App;
@@ -122,25 +122,6 @@ pub(super) fn check(
         return Err(super::no_disk());
     }
     Ok(())
-}
-
-/// The sandboxes recorded to `token` (but `except`) that are in the
-/// store.
-pub(super) fn sandboxes_of(
-    app: &App,
-    token: &TokenRow,
-    except: Option<&str>,
-) -> Result<Vec<Sandbox>, ApiError> {
-    // Only the records of the sandboxes there now that are the ones the
-    // token made: a sandbox that took the name of one it made (the
-    // owner's, at the command line) is not the token's to count.
-    Ok(app
-        .records()?
-        .into_iter()
-        .filter(|(r, _)| r.token.as_deref() == Some(token.id.as_str()))
-        .filter(|(r, _)| Some(r.id.as_str()) != except)
-        .map(|(_, sb)| sb)
-        .collect())
 }
 
 /// Whether the state's file system can hold `new` more bytes warden may

@@ -7,6 +7,7 @@ use super::bounds::bounds_of;
 use super::measure::{audit_log_bytes, disk_of};
 use crate::app::App;
 use crate::db::TokenRow;
+use crate::error::ApiError;
 
 /// The disk a token's quota counts as used: its sandboxes' disk budgets,
 /// audit logs and saved VM memory, what its forks in flight reserved, its
@@ -46,7 +47,7 @@ pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
     let Ok(bounds) = bounds_of(app, token) else {
         return 0;
     };
-    let Ok(mine) = super::check::sandboxes_of(app, token, None) else {
+    let Ok(mine) = sandboxes_of(app, token, None) else {
         return 0;
     };
     let reserved = app.pending.of(&token.id);
@@ -67,4 +68,23 @@ fn snapshot_bytes(app: &App, token: &str) -> u64 {
                 .fold(0, u64::saturating_add)
         })
         .unwrap_or(0)
+}
+
+/// The sandboxes recorded to `token` (but `except`) that are in the
+/// store.
+pub(super) fn sandboxes_of(
+    app: &App,
+    token: &TokenRow,
+    except: Option<&str>,
+) -> Result<Vec<Sandbox>, ApiError> {
+    // Only the records of the sandboxes there now that are the ones the
+    // token made: a sandbox that took the name of one it made (the
+    // owner's, at the command line) is not the token's to count.
+    Ok(app
+        .records()?
+        .into_iter()
+        .filter(|(r, _)| r.token.as_deref() == Some(token.id.as_str()))
+        .filter(|(r, _)| Some(r.id.as_str()) != except)
+        .map(|(_, sb)| sb)
+        .collect())
 }

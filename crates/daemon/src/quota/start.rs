@@ -24,8 +24,8 @@ use warden_policy::{format_size, Field};
 use warden_workspace::Sandbox;
 
 use super::bounds::bounds_of;
-use super::check::sandboxes_of;
 use super::disk::disk_used;
+use super::disk::sandboxes_of;
 use super::measure::{held_of, pids_of};
 use super::over_quota;
 use crate::app::App;
