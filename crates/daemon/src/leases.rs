@@ -2,7 +2,8 @@
 //! event and command streams, running commands (each holds a connection
 //! to its sandbox's supervisor and a thread of the daemon for as long as
 //! it runs, in the background or not), file watches, desktop views, relays
-//! to a sandbox's port, through every door (the native API, the E2B door,
+//! to a sandbox's port, reviews of a sandbox's changes and files lists
+//! while they run, through every door (the native API, the E2B door,
 //! MCP's calls of the native API). Each holds a
 //! connection, a task, and often threads of its own for as long as its
 //! client keeps it, so a token that opened them without end would take
@@ -103,6 +104,10 @@ pub enum Kind {
     Desktop,
     /// A request or WebSocket relayed to a port inside a sandbox.
     PortRelay,
+    /// A review of a sandbox's changes, for as long as it runs.
+    Review,
+    /// A page of a directory's entries, while it is read.
+    List,
 }
 
 /// Files watches one holder may hold among its long-lived answers; the
@@ -120,6 +125,8 @@ impl Kind {
             Kind::Watch => "a files watch",
             Kind::Desktop => "a desktop view",
             Kind::PortRelay => "a relay to a sandbox's port",
+            Kind::Review => "a review of a sandbox's changes",
+            Kind::List => "a files list",
         }
     }
 
@@ -133,6 +140,8 @@ impl Kind {
             Kind::Watch => "files watches",
             Kind::Desktop => "desktop views",
             Kind::PortRelay => "relays",
+            Kind::Review => "reviews",
+            Kind::List => "files lists",
         }
     }
 

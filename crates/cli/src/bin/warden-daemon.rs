@@ -303,7 +303,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         .build()
         .context("cannot start the daemon's runtime")?;
     let defaults = *defaults;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let bound = warden_daemon::bind(&cfg, catalog, defaults).await?;
         for n in &bound.listening.notes {
             eprintln!("warden: {n}");
@@ -312,7 +312,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         // clients' tests: keep their shape.
         eprintln!(
             "warden: serving on {}{}",
-            bound.listening.socket.display(),
+            warden_workspace::printable_path(&bound.listening.socket),
             bound
                 .listening
                 .tcp
@@ -333,7 +333,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             None => eprintln!(
                 "warden: only the owner's socket listens (`warden --host unix:{} ls` drives it); \
                  `--listen 127.0.0.1:7070` adds the API with tokens and the dashboard",
-                bound.listening.socket.display()
+                warden_workspace::printable_path(&bound.listening.socket)
             ),
         }
         let shutdown = async {
@@ -352,7 +352,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         bound.serve(shutdown).await?;
         eprintln!("warden: the daemon stopped; its sandboxes keep running");
         anyhow::Ok(())
-    })?;
+    });
+    // Work still on the blocking pool (a review of a large layer, whose
+    // client may be long gone) gets a moment, not a wait without end:
+    // dropping the runtime would wait for every such task, and a stopped
+    // daemon would not exit until the last one had.
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    served?;
     Ok(0)
 }
 

@@ -208,3 +208,62 @@ fn a_list_of_a_directory_larger_than_a_page_answers_a_page_and_where_to_go_on() 
     assert_eq!(s, 200, "{b}");
     assert!(b.contains("\"d\""), "{b}");
 }
+
+#[test]
+fn reviews_and_files_lists_are_among_a_tokens_places_through_the_api_and_the_e2b_door() {
+    let Some((_state, d)) = with_config(
+        "held-places",
+        "sessions:\n  per_token: 1\n",
+        &["--e2b", &format!("127.0.0.1:{}", free_port())],
+        &[],
+    ) else {
+        return;
+    };
+    let e2b = d.e2b.clone().unwrap();
+    let t = api_token(
+        &d,
+        "holder",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        None,
+    );
+    let made = e2b_sandbox(&e2b, &t);
+    let id = made["sandboxID"].as_str().unwrap().to_string();
+    let access = made["envdAccessToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let review = format!("/v1/sandboxes/{id}/changes?content=true");
+    let list = format!("/v1/sandboxes/{id}/files/list?path=/home/user");
+    let as_t = calls_as(&d, t.clone());
+    let list_dir = || {
+        exchange(
+            "POST",
+            &format!("http://{e2b}/filesystem.Filesystem/ListDir"),
+            &[("x-access-token", &access), ("e2b-sandbox-id", &id)],
+            Some(r#"{"path":"/home/user","depth":1}"#),
+            &[],
+        )
+    };
+    // With the token's one place free, each is answered.
+    for path in [&review, &list] {
+        let (s, b) = as_t("GET", path, None);
+        assert_eq!(s, 200, "{path}: {b}");
+    }
+    assert_eq!(list_dir().0, 200);
+    // A command running in the background holds the token's one place:
+    // a review and a list are refused, naming the bound, not run beside it.
+    let body = r#"{"shell":"sleep 60","background":true}"#;
+    let (s, b) = as_t("POST", &format!("/v1/sandboxes/{id}/exec"), Some(body));
+    assert_eq!(s, 202, "{b}");
+    for path in [&review, &list] {
+        let (s, b) = as_t("GET", path, None);
+        assert_eq!(s, 429, "{path}: {b}");
+        assert!(b.contains("too_many_sessions"), "{path}: {b}");
+    }
+    let (s, b) = list_dir();
+    assert_ne!(s, 200, "{b}");
+    assert!(b.contains("resource_exhausted"), "{s} {b}");
+    // The owner's own calls hold no place.
+    let (s, b) = call(&d, "GET", &review, None, None);
+    assert_eq!(s, 200, "{b}");
+}

@@ -12,7 +12,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -120,13 +120,7 @@ fn split(rel: &str) -> (&str, &str) {
 
 /// A page of directory `rel`'s entries (relative to the workspace).
 async fn page(e: &E2b, sb: &str, rel: &str) -> Result<crate::api::FileList, RpcError> {
-    let Json(list) = files::list(
-        State(e.app.clone()),
-        Path(sb.to_string()),
-        query(Some(rel.to_string())),
-    )
-    .await?;
-    Ok(list)
+    Ok(files::list_in(&e.app, sb, Some(rel.to_string()), None).await?)
 }
 
 /// The entries of directory `rel` (relative to the workspace). The E2B
@@ -223,7 +217,12 @@ pub async fn rpc(
             Err(resp) => return *resp,
         },
         "ListDir" => match codec.request::<PathRequest>(&body) {
-            Ok(r) => list_dir(e, &sb, r).await,
+            // Among the token's places while it reads (see
+            // [`crate::leases`]), as the API's list is.
+            Ok(r) => match e.app.leases.take(&credential, crate::leases::Kind::List) {
+                Ok(_lease) => list_dir(e, &sb, r).await,
+                Err(refused) => Err(refused.into()),
+            },
             Err(resp) => return *resp,
         },
         "MakeDir" => match codec.request::<PathRequest>(&body) {

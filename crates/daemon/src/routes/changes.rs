@@ -259,10 +259,15 @@ fn reviewers(caller: &crate::auth::Caller) -> Vec<String> {
 pub async fn changes(
     State(app): State<Arc<App>>,
     axum::Extension(caller): axum::Extension<crate::auth::Caller>,
+    axum::Extension(credential): axum::Extension<crate::credential::Credential>,
     Path(id): Path<String>,
     query: Result<Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ChangesAnswer>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    // A review holds a thread of the daemon for as long as it runs, which
+    // its client leaving does not shorten: it is one of its token's places
+    // (see [`crate::leases`]) until it has ended, wherever its answer went.
+    let lease = app.leases.take(&credential, crate::leases::Kind::Review)?;
     let paths: Vec<PathBuf> = match &q.path {
         Some(p) => filter(p, "/path")?.into_iter().collect(),
         None => Vec::new(),
@@ -270,6 +275,7 @@ pub async fn changes(
     let content = q.content.unwrap_or(false);
     let by = reviewer(&caller);
     blocking(move || {
+        let _lease = lease;
         let sb = layered(&app, &id)?;
         let changes = review::review(&sb, paths, content, &app.owners_files(), by.as_deref())
             .map_err(|e| review_error(e, &id))?;

@@ -452,19 +452,35 @@ pub async fn remove(
 pub async fn list(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    axum::Extension(credential): axum::Extension<crate::credential::Credential>,
     query: QueryResult,
 ) -> Result<Json<FileList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = inside_of(&app, &id, Some(q.path.as_deref().unwrap_or("")))?;
-    let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
-    let after = q.after.unwrap_or_default().into_bytes();
+    // Reading a page of a large directory takes a thread a while: the
+    // lists a token runs at once are among its places.
+    let _lease = app.leases.take(&credential, crate::leases::Kind::List)?;
+    Ok(Json(list_in(&app, &id, q.path, q.after).await?))
+}
+
+/// A page of directory `path`'s entries (relative to the workspace, or
+/// absolute inside the sandbox), those after `after`; the caller holds
+/// the place of the list.
+pub(crate) async fn list_in(
+    app: &Arc<App>,
+    id: &str,
+    path: Option<String>,
+    after: Option<String>,
+) -> Result<FileList, ApiError> {
+    let path = inside_of(app, id, Some(path.as_deref().unwrap_or("")))?;
+    let fd = opened(run(app, id, FileOp::List { path: path.clone() }, &path).await?)?;
+    let after = after.unwrap_or_default().into_bytes();
     let (entries, more) = blocking(move || entries_of(fd, &path, &after, LIST_PAGE)).await?;
     let next = if more {
         entries.last().map(|e| e.name.clone())
     } else {
         None
     };
-    Ok(Json(FileList { entries, next }))
+    Ok(FileList { entries, next })
 }
 
 /// The entry `name` of directory `dir` (as the files API takes paths),
