@@ -13,8 +13,11 @@
 //! cgroup there too ([`account_cpu`]), or the shim would report the
 //! node's CPU as the container's.
 //!
-//! The supervisor in them, they cannot be removed before it ends: `delete`
-//! removes them after the sandbox ([`remove`]).
+//! The supervisor in them, the kernel would not remove them: when the
+//! sandbox ends, its cgroup's teardown moves the supervisor into the
+//! parent first (warden-jail's `Cgroup::remove`); `delete` removes what
+//! is left after the sandbox ([`remove`]): the `cpuacct` one made here
+//! and the parents made for the `cgroupsPath`.
 
 use std::path::{Path, PathBuf};
 

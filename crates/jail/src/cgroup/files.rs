@@ -1,5 +1,6 @@
 //! The few operations every cgroup file takes: a directory made or removed
-//! (retried while the kernel still counts exiting tasks), a value written
+//! (retried while the kernel still counts exiting tasks, left first by the
+//! caller when it is in it), a value written
 //! in one `write(2)` as the kernel expects, a counter read by key.
 //!
 //! It knows no controller and no hierarchy; what to write where is the
@@ -42,6 +43,19 @@ pub(super) fn rmdir_retrying(path: &Path) -> Result<(), CgroupError> {
                 })
             }
         }
+    }
+}
+
+/// If the calling process is in the cgroup at `path`, move it (every
+/// thread: `cgroup.procs`) into the parent directory; whether it moved.
+/// Only the busy path of a removal asks: an empty cgroup costs no read.
+pub(super) fn leave_for_parent(path: &Path) -> bool {
+    let me = std::process::id().to_string();
+    let held = fs::read_to_string(path.join("cgroup.procs"))
+        .is_ok_and(|procs| procs.lines().any(|p| p.trim() == me));
+    match path.parent() {
+        Some(parent) if held => write_raw(&parent.join("cgroup.procs"), &me).is_ok(),
+        _ => false,
     }
 }
 

@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use discover::Hierarchies;
 use error::{hint, Op, HINT_PERMISSION, HINT_V1};
-use files::{keyed, mkdir, rmdir_retrying, write_file, write_raw};
+use files::{keyed, leave_for_parent, mkdir, rmdir_retrying, write_file, write_raw};
 use plan::{Plan, RealHost};
 
 pub use error::CgroupError;
@@ -425,11 +425,20 @@ impl Cgroup {
         }
         // The common case is an empty cgroup (the sandbox's PID namespace is
         // gone): remove it straight away, and kill only when the kernel says
-        // it is still busy.
-        let busy = self.dirs.iter().any(|d| match fs::remove_dir(&d.path) {
-            Ok(()) => false,
-            Err(e) => e.kind() != io::ErrorKind::NotFound,
-        });
+        // it is still busy. A directory busy with the caller itself (an OCI
+        // supervisor joins its sandbox's v1 `memory` and `cpu` cgroups, where
+        // containerd's shim reads a container's stats) is left for its
+        // parent first: the kernel never removes a cgroup its remover is
+        // in, and each such directory cost the whole retry below.
+        let mut busy = false;
+        for d in &self.dirs {
+            let removed = match fs::remove_dir(&d.path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+                Err(_) => leave_for_parent(&d.path) && fs::remove_dir(&d.path).is_ok(),
+            };
+            busy |= !removed;
+        }
         let killed = if busy { self.kill_all() } else { Ok(()) };
         let dirs = std::mem::take(&mut self.dirs);
         let mut first_error = killed.err();

@@ -139,6 +139,77 @@ fn a_containers_processes_are_in_a_cgroup_below_the_cgroups_path_it_was_given() 
     assert!(memory.join(&top.0).join("burstable/pod1").is_dir());
 }
 
+/// The sandbox's own cgroups below `under` (its `warden-*` leaf) in every
+/// hierarchy that has one.
+fn sandbox_dirs(under: &str) -> Vec<std::path::PathBuf> {
+    hierarchies()
+        .iter()
+        .flat_map(|h| std::fs::read_dir(h.join(under.trim_start_matches('/'))).into_iter())
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("warden-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn a_killed_containers_supervisor_removes_every_cgroup_of_its_sandbox_before_it_exits() {
+    if !can_run() || !as_root() {
+        return;
+    }
+    let top = Top(unique("wt-kubepods"));
+    for h in hierarchies() {
+        let _ = std::fs::create_dir_all(h.join(&top.0).join("pod2"));
+    }
+    let path = format!("/{}/pod2/ctr2", top.0);
+    let lab = Lab::new();
+    let mut config = config(&["sleep", "600"]);
+    config["linux"]["cgroupsPath"] = serde_json::json!(path);
+    started(&lab, "c3", config);
+    let state: serde_json::Value =
+        serde_json::from_slice(&lab.oci(&["state", "c3"]).stdout).unwrap();
+    let sup = state["pid"].as_i64().unwrap() as i32;
+    // The supervisor is in its sandbox's v1 memory cgroup, where
+    // containerd's shim reads the container's stats and OOM kills.
+    let joined: Vec<_> = cgroups_of(sup)
+        .into_iter()
+        .filter(|(_, p)| p.starts_with(&format!("{path}/warden-")))
+        .collect();
+    if joined.is_empty() {
+        eprintln!("SKIPPED: no v1 hierarchy here for the supervisor to join");
+        stop_and_delete(&lab, "c3");
+        return;
+    }
+    assert!(!sandbox_dirs(&path).is_empty());
+    // As containerd stops a container: SIGKILL to its process; the shim
+    // learns the end when the supervisor (the pid file's process) exits.
+    let t0 = std::time::Instant::now();
+    let o = lab.oci(&["kill", "c3", "9"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+        })
+    };
+    let deadline = t0 + std::time::Duration::from_secs(30);
+    while !gone(sup) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the supervisor stayed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    eprintln!("kill to the supervisor's exit: {:?}", t0.elapsed());
+    // Every directory of the sandbox went with it, the ones the
+    // supervisor itself was in too (the kernel refuses to remove a cgroup
+    // its remover is in: each cost its removal's whole retry, and stayed
+    // for `delete`).
+    let left = sandbox_dirs(&path);
+    assert!(left.is_empty(), "left at the supervisor's exit: {left:?}");
+    stop_and_delete(&lab, "c3");
+    drop(top);
+}
+
 #[test]
 fn a_systemd_cgroups_path_puts_the_container_below_its_slice_and_scope() {
     if !can_run() || !as_root() {
