@@ -56,11 +56,6 @@ pub(super) struct Session {
     body_substitution: bool,
     /// The TLS server name the sandbox asked for.
     sni: Option<String>,
-    /// Told once a request with a body went on an HTTP/1.1 upstream
-    /// connection (sent with `Connection: close`, see `exchange::forward`):
-    /// the sandbox's connection is then shut down gracefully, so that its
-    /// next request comes on a new connection, decided again.
-    pub(super) spent: tokio::sync::Notify,
 }
 
 impl Session {
@@ -322,7 +317,6 @@ pub(crate) async fn serve(
         port,
         upstream,
         record,
-        spent: tokio::sync::Notify::new(),
     });
     let held = session.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -339,7 +333,7 @@ pub(crate) async fn serve(
     // Closed lingering: a refusal's answer is never lost to a reset.
     let io = TokioIo::new(crate::linger::Lingering::new(tls));
     let connection: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>> = if h2 {
-        Box::pin(until_spent(
+        Box::pin(
             hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .max_concurrent_streams(H2_STREAMS)
                 .initial_stream_window_size(BUFFER_LIMIT as u32)
@@ -347,18 +341,14 @@ pub(crate) async fn serve(
                 .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
                 .max_header_list_size(BUFFER_LIMIT as u32)
                 .serve_connection(io, service),
-            &held.spent,
-            |c| c.graceful_shutdown(),
-        ))
+        )
     } else {
-        Box::pin(until_spent(
+        Box::pin(
             hyper::server::conn::http1::Builder::new()
                 .max_buf_size(BUFFER_LIMIT)
                 .serve_connection(io, service)
                 .with_upgrades(),
-            &held.spent,
-            |c| c.graceful_shutdown(),
-        ))
+        )
     };
     // A WebSocket's relay outlives the HTTP connection it was upgraded
     // from: the session ends with it.
@@ -398,26 +388,6 @@ fn with_causes(e: &dyn std::error::Error) -> String {
         next = cause.source();
     }
     out
-}
-
-/// `connection` served until it ends; once `spent` is told, it is shut
-/// down gracefully (`shut`: an HTTP/1.1 connection closes after the answer
-/// it is writing, an HTTP/2 one sends GOAWAY and ends its open streams)
-/// and served to its end.
-async fn until_spent<C>(
-    connection: C,
-    spent: &tokio::sync::Notify,
-    shut: impl FnOnce(Pin<&mut C>),
-) -> Result<(), hyper::Error>
-where
-    C: Future<Output = Result<(), hyper::Error>>,
-{
-    tokio::pin!(connection);
-    tokio::select! {
-        r = &mut connection => return r,
-        () = spent.notified() => shut(connection.as_mut()),
-    }
-    connection.await
 }
 
 /// How long opening a held request's own upstream connection may take.

@@ -122,11 +122,12 @@ try:
     second = answer(s)
 except (ConnectionError, ssl.SSLError, socket.timeout):
     second = None
+same = second is not None
 if second is None:
     s = connect()
     s.sendall(f"GET /public/b HTTP/1.1\r\n{H}\r\n".encode())
     second = answer(s)
-print("second:", second, flush=True)
+print("second:", second, "on the same connection" if same else "on a new connection", flush=True)
 "#;
 
 /// `raw.py` run in a sandbox whose rules allow GET under `/public/` and
@@ -185,6 +186,63 @@ fn a_request_hidden_in_a_body_the_server_answers_without_reading_never_reaches_i
         ["POST /early HTTP/1.1", "GET /public/b HTTP/1.1"],
         "only the two decided requests arrived, nothing hidden in a body: {seen:?}"
     );
+}
+
+#[test]
+fn the_request_after_one_with_a_body_comes_on_the_same_sandbox_connection_and_a_new_upstream_one() {
+    // The body's request is the last on its upstream connection; the
+    // sandbox's connection goes on, and its next request is sent on a new
+    // upstream connection (the server read exactly two requests).
+    let Some((s, seen)) = hidden_in("POST", "/early", false) else {
+        return;
+    };
+    assert!(s.contains("second: 200 on the same connection"), "{s}");
+    assert_eq!(seen, ["POST /early HTTP/1.1", "GET /public/b HTTP/1.1"]);
+}
+
+/// An HTTP/2 client sends several requests with bodies at once on one
+/// connection; towards an HTTP/1.1 server each is the last on its upstream
+/// connection, and each must still be answered by the server, not 502
+/// because the one before it ended that connection.
+#[test]
+fn requests_with_bodies_on_one_http2_connection_each_reach_an_http1_server() {
+    let Some(forge) = forge_for_raw_client() else {
+        return;
+    };
+    let (port, seen, _runtime) = body_ignoring_server(&forge.ca);
+    let port = port.to_string();
+    let mut curl =
+        "curl -sS --http2 -Z -w '%{http_code} %{http_version}\\n' -o /dev/null".to_string();
+    for i in 0..4 {
+        if i > 0 {
+            curl.push_str(" --next --http2 -w '%{http_code} %{http_version}\\n' -o /dev/null");
+        }
+        curl.push_str(&format!(
+            " --cacert \"$SSL_CERT_FILE\" -d body{i} https://forge.test:{port}/early"
+        ));
+    }
+    let mut args = vec!["run".to_string(), "--no-tty".into()];
+    args.extend(crate::common::forge::reach(&forge.ca, &port));
+    args.extend([
+        "--allow-request".into(),
+        format!("POST forge.test:{port}/early"),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        curl,
+    ]);
+    let out = std::process::Command::new(warden_bin())
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let s = printed(&out);
+    assert_eq!(
+        s.lines().filter(|l| l.trim() == "200 2").count(),
+        4,
+        "each request over HTTP/2 answered 200: {s}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 4, "{s}");
 }
 
 #[test]

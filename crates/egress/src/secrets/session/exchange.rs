@@ -505,13 +505,17 @@ struct Outgoing {
 /// response.
 ///
 /// A request with a body goes on an HTTP/1.1 upstream connection with
-/// `Connection: close`, its last on that connection, and the sandbox's
-/// connection is shut down after its answer (`Session::spent`): a server
-/// that answers without reading a body it did not expect (a GET's, or
-/// any it refuses early: "CL.0") would otherwise read that body as
-/// a request of its own, one no rule decided and no record holds, on the
-/// kept-alive connection. An HTTP/2 upstream frames every body, so its
-/// connection is kept.
+/// `Connection: close`, its last on that connection: a server that
+/// answers without reading a body it did not expect (a GET's, or any it
+/// refuses early: "CL.0") would otherwise read that body as a request of
+/// its own, one no rule decided and no record holds, on the kept-alive
+/// connection. The request after it (the next one of the sandbox's
+/// connection, or another stream of its HTTP/2 connection) finds that
+/// connection ended and goes on a new one to the same address, as does
+/// one that finds it closed by the server while it was idle: a request is
+/// sent on a new connection only when none of it went on the old one,
+/// never twice. An HTTP/2 upstream frames every body, so its connection
+/// is kept.
 async fn forward(
     s: &Arc<Session>,
     upstream: &Sender,
@@ -557,13 +561,30 @@ async fn forward(
         Sender::H2(sender) => sender.clone().send_request(request).await,
         Sender::H1(sender) => {
             let mut sender = sender.lock().await;
-            match sender.ready().await {
-                Ok(()) => {
-                    if last {
-                        s.spent.notify_one();
+            if sender.ready().await.is_err() {
+                // Ended (after a request sent as its last, or closed by
+                // the server while idle), before anything of this request
+                // went on it: a new connection, for it and those after it.
+                match super::reopened(s, upstream).await {
+                    Ok(Sender::H1(fresh)) => *sender = fresh.into_inner(),
+                    reopened => {
+                        let why = match reopened {
+                            Err(why) => why,
+                            Ok(_) => format!("{} answered a new connection in HTTP/2", s.name),
+                        };
+                        return Err(answer(
+                            StatusCode::BAD_GATEWAY,
+                            Reason::UpstreamFailed,
+                            format!(
+                                "warden: the connection to {} ended and a new one failed: {why}\n",
+                                s.name
+                            ),
+                        ));
                     }
-                    sender.send_request(request).await
                 }
+            }
+            match sender.ready().await {
+                Ok(()) => sender.send_request(request).await,
                 Err(e) => Err(e),
             }
         }
