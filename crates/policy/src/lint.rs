@@ -17,6 +17,7 @@ use crate::fields::FIELDS;
 
 mod circles;
 mod env;
+mod printed;
 
 /// The crates below the doors, and the vocabulary and client crates the
 /// doors share. egress is checked by its own reason codes.

@@ -107,7 +107,7 @@ fn verify(files: &[PathBuf]) -> anyhow::Result<u8> {
         match warden_audit::chain::verify(f)? {
             Verdict::Intact { records, head } => println!(
                 "{}: intact, {records} records{}",
-                f.display(),
+                warden_workspace::printable_path(f),
                 if head {
                     ", ending where its head file says"
                 } else {
@@ -116,7 +116,7 @@ fn verify(files: &[PathBuf]) -> anyhow::Result<u8> {
             ),
             Verdict::Unfinished { last_seq, .. } => println!(
                 "{}: intact, unfinished ({})",
-                f.display(),
+                warden_workspace::printable_path(f),
                 match last_seq {
                     Some(n) => format!("writer stopped at record #{n}"),
                     None => "writer stopped before its first record".into(),
@@ -126,7 +126,7 @@ fn verify(files: &[PathBuf]) -> anyhow::Result<u8> {
                 all_ok = false;
                 println!(
                     "{}:{line}: TAMPERED at record #{}: {why}",
-                    f.display(),
+                    warden_workspace::printable_path(f),
                     line.saturating_sub(1)
                 );
             }
@@ -157,7 +157,7 @@ fn show(
                 // the log is still worth reading.
                 eprintln!(
                     "warden: {}:{}: not a record this warden reads ({e}); skipped",
-                    file.display(),
+                    warden_workspace::printable_path(&file),
                     i + 1
                 );
                 continue;
@@ -270,7 +270,7 @@ fn list(f: &ListFilter) -> anyhow::Result<u8> {
         let command = sandboxes::printable(&summary.command);
         println!(
             "{}  {}, {} denied  {command}",
-            p.display(),
+            warden_workspace::printable_path(&p),
             summary.status,
             summary.denied
         );

@@ -145,8 +145,8 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     } else {
         println!(
             "created sandbox {} over {}: `warden start {0}`, then `warden exec {0} -- CMD`",
-            sb.name(),
-            sb.meta().workspace.display()
+            warden_workspace::printable(sb.name()),
+            warden_workspace::printable_path(&sb.meta().workspace)
         );
     }
     Ok(0)
@@ -712,7 +712,7 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         // changes kept apart from the directory until committed.
         eprintln!(
             "warden: its changes to {} are kept apart, not written there: `warden diff {name}` shows them, `warden commit {name}` writes them",
-            ws.display()
+            warden_workspace::printable_path(ws)
         );
     }
     Ok(0)

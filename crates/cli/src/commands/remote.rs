@@ -343,9 +343,9 @@ pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
     for s in list {
         println!(
             "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  {}",
-            s.id,
-            s.profile.as_deref().unwrap_or("-"),
-            s.state,
+            super::sandboxes::printable(&s.id),
+            super::sandboxes::printable(s.profile.as_deref().unwrap_or("-")),
+            super::sandboxes::printable(&s.state),
             s.processes,
             s.memory_bytes
                 .map(super::units::human)
@@ -353,7 +353,7 @@ pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
             super::units::human(s.egress_bytes),
             super::units::human(s.changes_bytes),
             super::units::age(s.age_seconds),
-            s.workspace
+            super::sandboxes::printable(&s.workspace)
         );
     }
     Ok(0)

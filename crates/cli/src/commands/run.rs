@@ -147,7 +147,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
             };
             eprintln!(
                 "warden: {whose} {} (answered always):\n{}",
-                file.display(),
+                warden_workspace::printable_path(file),
                 warden_runtime::teach::profile_lines(&new)
             );
         }
@@ -164,8 +164,8 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         } else {
             eprintln!(
                 "warden: {changed} change(s) kept in sandbox {0}, not in {1}: review with `warden diff {0}`, then `warden commit {0}` or `warden rm {0}`",
-                sb.name(),
-                sb.meta().workspace.display()
+                warden_workspace::printable(sb.name()),
+                warden_workspace::printable_path(&sb.meta().workspace)
             );
         }
     }
@@ -177,10 +177,10 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         let all = warden_runtime::teach::write_learned(file, &finished.learned)?;
         eprintln!(
             "warden: learned names written to {} ({} new, {} in all); take them with `extends: [{}]` in a profile or --profile {0}",
-            file.display(),
+            warden_workspace::printable_path(file),
             finished.learned.len(),
             all.len(),
-            file.display(),
+            warden_workspace::printable_path(file),
         );
     }
     if let Some(msg) = &finished.outcome.message {
@@ -239,7 +239,7 @@ impl ProgramsSaved {
             };
             eprintln!(
                 "warden: {whose} {} (answered always): {}",
-                keep.path().display(),
+                warden_workspace::printable_path(keep.path()),
                 new.join(", ")
             );
         }

@@ -186,8 +186,8 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
         let dash = || "-".to_string();
         println!(
             "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  {}",
-            e.name,
-            e.profile.as_deref().unwrap_or("-"),
+            printable(&e.name),
+            printable(e.profile.as_deref().unwrap_or("-")),
             state,
             status
                 .as_ref()
@@ -204,7 +204,7 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
                 .unwrap_or_else(dash),
             human(e.changes_bytes),
             age(e.age_secs),
-            e.workspace.display()
+            warden_workspace::printable_path(&e.workspace)
         );
         if e.changes_lost {
             eprintln!("warden: {}", lost_notice(&e.name));
@@ -485,7 +485,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         .filter(|c| args.ignored || !c.ignored)
         .count();
     if offered == 0 {
-        println!("no changes to commit in sandbox {}", args.name);
+        println!("no changes to commit in sandbox {}", printable(&args.name));
         if let Some(line) = warden_workspace::left_out_line(
             preview.len(),
             "committed",
@@ -615,7 +615,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     println!(
         "{} change(s) applied to {}, {} skipped",
         report.applied.len(),
-        sb.meta().workspace.display(),
+        warden_workspace::printable_path(&sb.meta().workspace),
         report.skipped.len()
     );
     if let Some(line) = warden_workspace::left_out_line(

@@ -128,10 +128,7 @@ fn install(dry_run: bool, deb: Option<PathBuf>) -> anyhow::Result<u8> {
     let release = result?;
     println!(
         "the guest kernel is now {release} ({}); `warden vm kernel` reports it",
-        plan.dir
-            .join("boot")
-            .join(format!("vmlinuz-{release}"))
-            .display()
+        warden_workspace::printable_path(&plan.dir.join("boot").join(format!("vmlinuz-{release}")))
     );
     Ok(0)
 }
@@ -286,7 +283,7 @@ fn fetch_and_unpack(plan: &Plan, deb: Option<&Path>, work: &Path) -> anyhow::Res
         return Err(e)
             .with_context(|| format!("cannot move the kernel into {}", plan.dir.display()));
     }
-    println!("into {}", plan.dir.display());
+    println!("into {}", warden_workspace::printable_path(&plan.dir));
     Ok(release)
 }
 

@@ -84,6 +84,7 @@ mod parity;
 mod pause;
 mod plain_http_attacks;
 mod pool_claims;
+mod printed_escapes;
 mod profiles;
 mod pty_api;
 mod quota_attacks;

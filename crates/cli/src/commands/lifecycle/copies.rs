@@ -97,11 +97,11 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
             for s in list {
                 println!(
                     "{:<24} {:<20} {:>10} {:<14}  {}",
-                    s.name,
-                    s.source,
+                    warden_workspace::printable(&s.name),
+                    warden_workspace::printable(&s.source),
                     s.bytes,
-                    s.owner,
-                    s.workspace.display()
+                    warden_workspace::printable(&s.owner),
+                    warden_workspace::printable_path(&s.workspace)
                 );
             }
         }
