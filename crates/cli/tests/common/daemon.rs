@@ -398,23 +398,7 @@ pub fn pooled_on_disk(state: &Path) -> Vec<String> {
 /// A token that reads, makes and runs commands in sandboxes, with at
 /// most `max` sandboxes at once.
 pub fn quota_token(state: &Path, name: &str, max: &str) -> String {
-    let out = warden(
-        state,
-        &[
-            "token",
-            "create",
-            name,
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-            "--max-sandboxes",
-            max,
-        ],
-    );
-    ok(&out).trim().lines().last().unwrap().to_string()
+    token_with(state, name, WORKER_SCOPES, &["--max-sandboxes", max])
 }
 
 pub fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, String) {

@@ -194,24 +194,11 @@ impl E2bSandbox {
         let state = TempDir::new(tag);
         let addr = format!("127.0.0.1:{}", free_port());
         let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
-        let token = ok(&warden(
+        let token = token(
             state.path(),
-            &[
-                "token",
-                "create",
-                "e2b",
-                "--scope",
-                "sandboxes:read",
-                "--scope",
-                "sandboxes:write",
-                "--scope",
-                "exec",
-                "--scope",
-                "files",
-            ],
-        ))
-        .trim()
-        .to_string();
+            "e2b",
+            &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        );
         let (s, b) = e2b(
             &addr,
             "POST",
