@@ -148,3 +148,59 @@ fn forks_past_pids_are_refused_inside_a_gvisor_sandbox_which_lives_on() {
     );
     assert_eq!(ok(&alive), "alive\n", "the sandbox did not live on");
 }
+
+/// The host PID of runsc's sandbox process (gVisor's kernel) for the
+/// sandboxes of `state`: its command line names runsc's root there.
+fn gvisor_kernel(state: &std::path::Path) -> Option<i32> {
+    let root = state.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let ours = args.iter().any(|a| a.contains(&root));
+        (ours && args.iter().any(|a| a == "boot")).then_some(pid)
+    })
+}
+
+#[test]
+fn when_gvisors_kernel_dies_a_running_command_is_told_killed_and_the_sandbox_failed() {
+    if !gvisor_available() {
+        return;
+    }
+    let state = TempDir::new("gvisor-exec-died");
+    let ws = TempDir::new("gvisor-exec-died-ws");
+    start_gvisor(state.path(), "g", &ws, &[]);
+    let _stop = Stopper(state.path(), "g");
+    let mut cmd = std::process::Command::new(warden_bin());
+    cmd.args(["exec", "-T", "g", "--", "sleep", "30"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let kernel = gvisor_kernel(state.path()).expect("runsc's sandbox process");
+    // As runsc dies when its host task bound is hit: before, the command
+    // was told "exited 128" (runsc's own failure code) as if its own.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(kernel),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    // The sandbox's end is recorded once its supervisor has seen runsc go.
+    let start = Instant::now();
+    let logs = loop {
+        let logs = stdout(&warden(state.path(), &["logs", "g"]));
+        if logs.contains(" exited with status 255") || start.elapsed() > Duration::from_secs(10) {
+            break logs;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = warden(state.path(), &["rm", "g"]);
+    assert_eq!(code(&out), 137, "{}", stderr(&out));
+    assert!(logs.contains("setup_failed"), "{logs}");
+}

@@ -14,6 +14,8 @@ pub(super) enum Ended {
     Timeout,
     /// Never running: runsc's reason.
     NeverRan(String),
+    /// A long-lived sandbox ended unasked: runsc (gVisor's kernel) died.
+    Died,
 }
 
 pub(super) fn wait_first(first: &mut Child, deadline: Option<Instant>) -> Ended {
@@ -57,6 +59,19 @@ pub(super) fn outcome_of(
     }
     if let Ended::Timeout = ended {
         return Ok(Outcome::timed_out(spec));
+    }
+    if let Ended::Died = ended {
+        // Never the status runsc answered for itself as a program's.
+        let why = runsc.last_error().unwrap_or_else(|| match status {
+            Some(s) => format!("runsc ended on its own ({s})"),
+            None => "runsc ended on its own".into(),
+        });
+        return Ok(Outcome {
+            status: 255,
+            reason: ExitReason::SetupFailed,
+            signal: None,
+            message: Some(format!("gVisor's sandbox died: {why}")),
+        });
     }
     let code = status.and_then(|s| s.code().or(s.signal().map(|g| 128 + g)));
     if code == Some(128) {

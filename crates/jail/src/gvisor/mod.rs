@@ -779,6 +779,7 @@ fn service(
         shim: ctx.shim,
         terminals: Default::default(),
         next: AtomicU64::new(0),
+        termed: false,
     };
     let ended = server.serve(first, deadline);
     // The supervisor's reader sees the end at once.
@@ -786,5 +787,6 @@ fn service(
     Ok(match ended {
         serve::Ended::Timeout => Ended::Timeout,
         serve::Ended::Gone | serve::Ended::Shutdown => Ended::Exited,
+        serve::Ended::Died => Ended::Died,
     })
 }

@@ -36,8 +36,11 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 pub(super) enum Ended {
     /// The caller closed the channel or asked for the end.
     Shutdown,
-    /// The sandbox's first process (and with it the sandbox) ended.
+    /// The sandbox's first process (and with it the sandbox) ended after
+    /// the caller asked every process to end.
     Gone,
+    /// The sandbox ended unasked: runsc (gVisor's kernel) died.
+    Died,
     Timeout,
 }
 
@@ -62,6 +65,8 @@ pub(super) struct Server {
     /// Terminals opened ahead, until a spawn takes one.
     pub terminals: Ahead,
     pub next: AtomicU64,
+    /// The caller asked every process to end (`TermAll`).
+    pub termed: bool,
 }
 
 impl Server {
@@ -69,7 +74,13 @@ impl Server {
     pub fn serve(&mut self, first: &mut Child, deadline: Option<Instant>) -> Ended {
         loop {
             if matches!(first.try_wait(), Ok(Some(_)) | Err(_)) {
-                return Ended::Gone;
+                // The first process waits for ever: only an end asked
+                // for, or runsc's own death, ends it.
+                return if self.termed {
+                    Ended::Gone
+                } else {
+                    Ended::Died
+                };
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ended::Timeout;
@@ -148,6 +159,7 @@ impl Server {
                 }
             }
             ToInit::TermAll => {
+                self.termed = true;
                 let _ = self.runsc.kill_all("TERM");
             }
             ToInit::Shutdown => return false,
@@ -241,7 +253,8 @@ impl Server {
         let channel = self.channel.clone();
         let running = self.running.clone();
         let files = [file, pid_file];
-        std::thread::spawn(move || watch(child, ask.id, files, master, channel, running));
+        let runsc = self.runsc.clone();
+        std::thread::spawn(move || watch(child, ask.id, files, master, channel, running, &runsc));
         Ok(())
     }
 }
@@ -263,6 +276,7 @@ fn watch(
     master: Option<OwnedFd>,
     channel: Arc<OwnedFd>,
     running: Arc<Mutex<HashMap<u64, (u32, PathBuf)>>>,
+    runsc: &Runsc,
 ) {
     let start = Instant::now();
     let mut told = false;
@@ -305,6 +319,13 @@ fn watch(
             id,
             errno: libc::ENOENT,
         },
+        // runsc answers 128 for its own failure: with the sandbox gone
+        // (gVisor's kernel died), the process died with it, a kill, never
+        // an exit status of its own. The sandbox's end says why.
+        (true, Some(s)) if s.code() == Some(128) && !runs(runsc) => FromInit::Signaled {
+            id,
+            signal: libc::SIGKILL,
+        },
         (true, Some(s)) => match (s.code(), s.signal()) {
             (Some(code), _) => FromInit::Exited { id, code },
             (None, Some(signal)) => FromInit::Signaled { id, signal },
@@ -313,6 +334,11 @@ fn watch(
         (true, None) => FromInit::Exited { id, code: 255 },
     };
     notify(channel.as_fd(), &notice, None);
+}
+
+/// Whether runsc says the sandbox still runs (or stands paused).
+fn runs(runsc: &Runsc) -> bool {
+    matches!(runsc.status().as_deref(), Some("running" | "paused"))
 }
 
 fn read_pid(file: &std::path::Path) -> Option<i32> {
