@@ -71,9 +71,11 @@ impl Default for Timeouts {
     }
 }
 
-/// Whether a connection's latest request was let in by a credential.
+/// Whether a connection's latest request was let in by a credential, and
+/// by whose token: a full listener counts connections by token and lets
+/// go of the largest holder's ([`crate::listen`]).
 #[derive(Debug, Clone, Default)]
-pub struct Proof(Arc<AtomicBool>);
+pub struct Proof(Arc<AtomicBool>, Arc<std::sync::Mutex<Option<Arc<str>>>>);
 
 impl Proof {
     pub fn stands(&self) -> bool {
@@ -83,13 +85,37 @@ impl Proof {
     pub(crate) fn mark(&self, let_in: bool) {
         self.0.store(let_in, Ordering::Release);
     }
+
+    /// The token whose request the connection's latest proof was for.
+    pub(crate) fn holder(&self) -> Option<Arc<str>> {
+        self.1.lock().ok().and_then(|h| h.clone())
+    }
+
+    pub(crate) fn mark_by(&self, holder: Option<&str>) {
+        if let Ok(mut h) = self.1.lock() {
+            *h = holder.map(Arc::from);
+        }
+        self.mark(true);
+    }
 }
 
 /// Mark `req` as let in by a credential: its deadline is lifted. Called
-/// by each middleware that checks one, after it was found good.
+/// by each middleware that checks one, after it was found good; the
+/// token is read from the request's credential or caller, when it has
+/// one of them already.
 pub fn proven<B>(req: &http::Request<B>) {
+    let ext = req.extensions();
+    let token = ext
+        .get::<crate::credential::Credential>()
+        .and_then(|c| c.token.as_deref())
+        .or_else(|| ext.get::<crate::auth::Caller>().and_then(|c| c.token_id()));
+    proven_by(req, token);
+}
+
+/// [`proven`], for the token `token`.
+pub fn proven_by<B>(req: &http::Request<B>, token: Option<&str>) {
     if let Some(p) = req.extensions().get::<Proof>() {
-        p.mark(true);
+        p.mark_by(token);
     }
 }
 

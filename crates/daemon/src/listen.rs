@@ -4,8 +4,11 @@
 //! bounded share of them. Past either bound, a new connection takes the
 //! place of the oldest one under it whose latest request no credential
 //! let in (one still waiting for its first head included); where every
-//! connection under the bound was let in, the new one is closed as it is
-//! accepted. So a crowd of connections without a token, from however many
+//! connection under the bound was let in, of the oldest connection of the
+//! token holding the most of them (when it holds more than one), and
+//! otherwise the new one is closed as it is accepted. So one token that
+//! fills a listener, from however many addresses, is the one that gives
+//! room, never another token with a connection of its own. So a crowd of connections without a token, from however many
 //! loopback addresses, never keeps out the owner's client, whose
 //! connection holds its place once its first request shows a good token.
 //! A connection has [`HEAD_TIMEOUT`] to send each request head, the first
@@ -105,6 +108,33 @@ impl Book {
             .map(|(id, _)| *id)
     }
 
+    /// The connection (of `peer`, if given) to let go of for a newcomer:
+    /// the oldest no credential let in; failing that, the oldest of the
+    /// token holding the most connections, if it holds more than one. A
+    /// token's own connections are only ever made to give room while it
+    /// holds more than any other: one token filling the listener never
+    /// keeps out another, nor takes the one place another holds.
+    fn victim(&self, peer: Option<IpAddr>) -> Option<u64> {
+        if let Some(id) = self.oldest_unproven(peer) {
+            return Some(id);
+        }
+        let mine = |p: &Place| peer.is_none_or(|ip| p.peer == ip);
+        let mut held: HashMap<Arc<str>, usize> = HashMap::new();
+        for p in self.open.values().filter(|p| mine(p) && p.proof.stands()) {
+            if let Some(h) = p.proof.holder() {
+                *held.entry(h).or_default() += 1;
+            }
+        }
+        let (largest, n) = held.into_iter().max_by_key(|(_, n)| *n)?;
+        if n < 2 {
+            return None;
+        }
+        self.open
+            .iter()
+            .find(|(_, p)| mine(p) && p.proof.stands() && p.proof.holder() == Some(largest.clone()))
+            .map(|(id, _)| *id)
+    }
+
     /// Take connection `id` off the book, and tell it to close.
     fn remove(&mut self, id: u64) -> Option<Place> {
         let place = self.open.remove(&id)?;
@@ -132,12 +162,12 @@ impl Places {
     fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Held> {
         let mut book = self.book.lock().ok()?;
         if book.per_peer.get(&peer).copied().unwrap_or(0) >= self.bounds.per_peer {
-            let oldest = book.oldest_unproven(Some(peer))?;
-            book.evict(oldest);
+            let victim = book.victim(Some(peer))?;
+            book.evict(victim);
         }
         if book.open.len() >= self.bounds.per_listener {
-            let oldest = book.oldest_unproven(None)?;
-            book.evict(oldest);
+            let victim = book.victim(None)?;
+            book.evict(victim);
         }
         let id = book.next;
         book.next += 1;
@@ -558,6 +588,33 @@ mod tests {
         // Only proven connections under the peer's bound: refused.
         _fourth.proof.mark(true);
         assert!(places.admit(a).is_none());
+    }
+
+    #[test]
+    fn a_full_listener_of_proven_connections_lets_go_of_the_largest_tokens_oldest() {
+        let places = Arc::new(Places {
+            bounds: Bounds {
+                per_listener: 4,
+                per_peer: 4,
+            },
+            book: Mutex::default(),
+        });
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let a: Vec<Held> = (0..3).map(|_| places.admit(ip).unwrap()).collect();
+        for h in &a {
+            h.proof.mark_by(Some("a"));
+        }
+        let b = places.admit(ip).unwrap();
+        b.proof.mark_by(Some("b"));
+        // Full, every connection let in: token a, holding three, gives
+        // its oldest; b's one connection stays.
+        let newcomer = places.admit(ip).unwrap();
+        assert!(is_evicted(&a[0]) && !is_evicted(&a[1]) && !is_evicted(&b));
+        newcomer.proof.mark_by(Some("b"));
+        // Two each: a is still the first of the largest found; once every
+        // token holds one place, a newcomer is refused.
+        let _c = places.admit(ip).unwrap();
+        assert!(is_evicted(&a[1]) || is_evicted(&b));
     }
 
     fn is_evicted(h: &Held) -> bool {

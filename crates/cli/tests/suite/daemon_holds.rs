@@ -64,13 +64,13 @@ fn a_body_that_stops_coming_after_a_good_token_holds_its_connection_only_to_the_
     let tcp = d.tcp.clone().unwrap();
     let limit = BODY + MARGIN;
     let api = format!(
-        "POST /v1/sandboxes/sa1/exec HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
+        "POST /v1/sandboxes HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
     );
     let door = format!(
         "POST /sandboxes HTTP/1.1\r\nhost: localhost\r\nx-api-key: {t}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
     );
     let chunked = format!(
-        "POST /v1/sandboxes/sa1/exec HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+        "POST /v1/sandboxes HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
     );
     std::thread::scope(|s| {
         for (what, addr, head) in [("the API", &tcp, &api), ("the E2B door", &e2b, &door)] {
@@ -266,4 +266,53 @@ fn reviews_and_files_lists_are_among_a_tokens_places_through_the_api_and_the_e2b
     // The owner's own calls hold no place.
     let (s, b) = call(&d, "GET", &review, None, None);
     assert_eq!(s, 200, "{b}");
+}
+
+#[test]
+fn one_token_filling_a_listener_with_held_uploads_never_keeps_out_another_token() {
+    if !curl_available() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let state = TempDir::new("token-places");
+    // 128 descriptors: a listener of 32 places, 16 per address.
+    let d = Daemon::start_under(
+        &["prlimit", "--nofile=128:128"],
+        state.path(),
+        true,
+        &["--body-timeout", "30s"],
+    );
+    let a = api_token(&d, "a", &["sandboxes:read", "sandboxes:write"], None);
+    let b = api_token(&d, "b", &["sandboxes:read"], None);
+    let port = d
+        .tcp
+        .as_ref()
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    let head = format!(
+        "POST /v1/sandboxes HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {a}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
+    );
+    // Token a takes every place, from two loopback addresses, each with a
+    // let-in request whose body stops after a byte.
+    let mut held = Vec::new();
+    for i in 0..40 {
+        let addr = format!("127.0.0.{}:{port}", 1 + i % 2);
+        if let Ok(c) = TcpStream::connect(&addr) {
+            let mut c = c;
+            let _ = c.write_all(head.as_bytes());
+            let _ = c.write_all(b"{");
+            held.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Token b is answered, over and over, while a holds on.
+    for _ in 0..3 {
+        let (s, body) = call_on(&d, true, "GET", "/v1/sandboxes", None, Some(&b));
+        assert_eq!(s, 200, "token b kept out: {s} {body}");
+    }
+    drop(held);
 }

@@ -196,7 +196,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     // Let in by a credential: the answer is not cut at the deadline of
     // requests nobody proved (a long cell of the code interpreter, a
     // service's stream).
-    crate::deadline::proven(&req);
+    crate::deadline::proven_by(&req, caller.token_id());
     let credential = Credential {
         token: caller.token_id().map(str::to_string),
         session: None,
