@@ -11,6 +11,11 @@
 //!   middleware that checks a token, a browser session or an envd access
 //!   token marks what it lets in ([`proven`]), and that request is bound
 //!   by its credential instead ([`crate::revocation`]);
+//! - every request's body, let in or not, must keep coming once its head
+//!   is in ([`Paced`]: nothing for [`Timeouts::body_stall`], or less than
+//!   [`BODY_RATE`] on average after it, and the body fails): a credential
+//!   lifts the request's deadline, never the bound on what the daemon
+//!   holds a connection and a buffer for;
 //! - every answer must be taken: a write that cannot proceed for
 //!   [`Timeouts::write_stall`] closes the connection ([`StallGuard`]), so
 //!   a client that pipelines requests without reading the answers, or
@@ -18,8 +23,9 @@
 //!   stream with nothing to say is not a stalled write: events, followed
 //!   output and WebSockets last as long as their client reads them.
 //!
-//! Whether a connection's latest request was let in also decides which
-//! connections a full listener lets go first ([`crate::listen`]).
+//! Whether a connection's latest request was let in, and by whose token,
+//! also decides which connections a full listener lets go first
+//! ([`crate::listen`]).
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
