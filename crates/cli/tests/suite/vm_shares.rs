@@ -53,17 +53,38 @@ fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them
     let secret = unique("vm-bind-secret");
     std::fs::write(beside.path().join("secret"), &secret).unwrap();
     let planted = plant("/tmp", &secret).unwrap();
+    // The guest never takes a privileged host identity: a root-only
+    // (0600) file in the --ro bind and one in /etc (shown to every
+    // sandbox, its secret files covered by name) stay unread, and what
+    // the guest makes in a root-owned workspace lands as the workspace
+    // owner's. (Planted as root only: a user's own 0600 file in a bind is
+    // theirs to lend.)
+    std::fs::set_permissions(ro.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root_only: Vec<_> = [ro.str(), "/etc"]
+        .into_iter()
+        .filter(|_| is_root())
+        .filter_map(|dir| plant(dir, &secret))
+        .collect();
+    for p in &root_only {
+        std::fs::set_permissions(&p.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let root_only_paths: Vec<String> = root_only
+        .iter()
+        .map(|p| p.0.display().to_string())
+        .collect();
     let script = format!(
-        "cat {ro}/in; echo; \
+        "id -u; cat {ro}/in; echo; \
          echo changed > {ro}/in 2>&1 || echo RO-WRITE-REFUSED; \
          touch {ro}/new 2>/dev/null && echo RO-CREATED; \
          echo w > {rw}/new && echo RW-WROTE; \
-         cat {beside}/secret {planted} 2>/dev/null; \
+         cat {beside}/secret {planted} {root_only} 2>/dev/null; \
+         echo written > made.txt; mkdir -p sub && echo deep > sub/f; \
          grep ' {ro} ' /proc/mounts",
         ro = ro.str(),
         rw = rw.str(),
         beside = beside.str(),
         planted = planted.0.display(),
+        root_only = root_only_paths.join(" "),
     );
     let o = vm_warden(
         state.path(),
@@ -113,8 +134,19 @@ fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them
     );
     assert!(
         !out.contains(&secret),
-        "a host file outside the binds was read: {out}"
+        "a host file outside the binds, or a root-only one, was read: {out}"
     );
+    assert_ne!(out.lines().next(), Some("0"), "ran as root: {out}");
+    let owner = std::fs::metadata(ws.path()).unwrap();
+    for f in ["made.txt", "sub/f"] {
+        let m = std::fs::metadata(ws.path().join(f))
+            .unwrap_or_else(|e| panic!("{f} was not written: {e} {out}"));
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (owner.uid(), owner.gid()),
+            "{f} is not the workspace owner's"
+        );
+    }
 }
 
 #[test]
