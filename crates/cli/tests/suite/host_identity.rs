@@ -116,11 +116,7 @@ fn a_named_gvisor_sandbox_of_a_root_owned_workspace_is_never_root_and_still_writ
     let ws = TempDir::new("identity-gv-ws");
     // A reviewable workspace (an overlay), as the daemon makes them, and
     // each command a `runsc exec` as the API's are.
-    ok(&warden(
-        state.path(),
-        &["create", "g", "--isolation", "gvisor", "-w", ws.str()],
-    ));
-    ok(&warden(state.path(), &["start", "g"]));
+    gvisor::start_gvisor(state.path(), "g", &ws, &[]);
     let out = warden(
         state.path(),
         &[
