@@ -498,35 +498,18 @@ fn supervised_by(dir: &Path, pid: u32) -> bool {
 /// place, restored from its record) is held until then.
 pub fn watch_adopted(sb: &Sandbox, h: Arc<ExecHandle>, lease: Option<crate::leases::Lease>) {
     let dir = sb.dir().to_path_buf();
-    let log = sb.dir().join("audit.jsonl");
-    let find = move |h: &ExecHandle| -> Option<Ended> {
-        let text = std::fs::read_to_string(&log).ok()?;
-        let mut started_after = false;
-        let mut found = None;
-        for line in text.lines() {
-            let Ok(e) = serde_json::from_str::<warden_audit::Event>(line) else {
-                continue;
-            };
-            if e.ts_ms + 1000 >= h.row.started_ms {
-                started_after = true;
-            }
-            if let warden_audit::EventKind::ExecExited {
-                exec,
-                status,
-                signal,
-                ..
-            } = e.kind
-            {
-                if started_after && exec == h.row.runtime_exec {
-                    found = Some(Ended {
-                        status,
-                        signal,
-                        timed_out: false,
-                    });
-                }
-            }
-        }
-        found
+    // Followed from where the last look ended (see [`crate::exitwatch`]).
+    let mut watch = crate::exitwatch::ExitWatch::new(
+        sb.dir().join("audit.jsonl"),
+        h.row.runtime_exec,
+        h.row.started_ms,
+    );
+    let mut find = move |_: &ExecHandle| -> Option<Ended> {
+        watch.look().map(|(status, signal)| Ended {
+            status,
+            signal,
+            timed_out: false,
+        })
     };
     std::thread::spawn(move || loop {
         let _held = &lease;

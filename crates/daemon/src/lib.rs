@@ -26,6 +26,7 @@ pub mod denials;
 pub mod e2b;
 pub mod error;
 pub mod execs;
+pub mod exitwatch;
 pub mod hangup;
 pub mod host;
 pub mod idle;

@@ -480,6 +480,9 @@ fn watch_kept(sandbox_dir: std::path::PathBuf, h: std::sync::Weak<ExecHandle>) {
     };
     std::thread::spawn(move || {
         let mut exited_at: Option<std::time::Instant> = None;
+        // Followed from where the last look ended (see
+        // [`crate::exitwatch`]), once the kept record says which exec.
+        let mut watch: Option<crate::exitwatch::ExitWatch> = None;
         loop {
             let Some(h) = h.upgrade() else { return };
             let Some(kept) = KeptExec::read(&sandbox_dir, &h.row.id) else {
@@ -490,7 +493,10 @@ fn watch_kept(sandbox_dir: std::path::PathBuf, h: std::sync::Weak<ExecHandle>) {
             // Looked at before the log: a supervisor gone by then has
             // written every event it will.
             let alive = warden_runtime::state::live_ticks(kept.supervisor_pid).is_some();
-            match kept.exit_in(&log) {
+            let watch = watch.get_or_insert_with(|| {
+                crate::exitwatch::ExitWatch::new(log.clone(), kept.exec, kept.started_ms)
+            });
+            match watch.look() {
                 Some((status, signal)) => {
                     let since = *exited_at.get_or_insert_with(std::time::Instant::now);
                     if kept.drained_ms.is_some() || !alive || since.elapsed() >= KEPT_DRAIN {
