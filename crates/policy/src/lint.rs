@@ -66,6 +66,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "the secret-program rule's unit tests, a module file of their own (gpg's --homedir, node's --eval)",
     ),
     (
+        "jail/src/gvisor/shim.rs",
+        "the dynamic loader's command line for the exec shim (ld.so's --library-path, not warden's)",
+    ),
+    (
         "jail/src/gvisor/runsc.rs",
         "runsc's command line (its own options, not warden's)",
     ),
