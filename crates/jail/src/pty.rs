@@ -88,6 +88,17 @@ pub fn is_terminal(fd: BorrowedFd<'_>) -> bool {
 /// Puts the caller's terminal back as it was when dropped.
 pub struct RawMode {
     saved: Termios,
+    /// What else of the terminal a command handed it (`-T`) can change,
+    /// kept when it was handed over; `None` in raw mode (a pty between).
+    kept: Option<Kept>,
+}
+
+/// The rest of a terminal's state a command can leave changed: its
+/// window size and the file status flags (`O_NONBLOCK`) of the open
+/// descriptions of stdin, stdout and stderr, which the caller shares.
+struct Kept {
+    size: Option<libc::winsize>,
+    flags: [Option<libc::c_int>; 3],
 }
 
 impl RawMode {
@@ -100,22 +111,64 @@ impl RawMode {
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
         termios::tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw).map_err(PtyError::Raw)?;
-        Ok(Some(RawMode { saved }))
+        Ok(Some(RawMode { saved, kept: None }))
     }
 
     /// The terminal on stdin, when it is one, left as it is and put back
     /// as it was when dropped: a command run without a pty is handed the
     /// caller's terminal itself, and what it set there (`stty -echo`, its
-    /// interrupt character) must not outlast the run.
+    /// interrupt character, an exclusive mode, stopped output, its window
+    /// size, non-blocking descriptors) must not outlast the run.
     pub fn keep() -> Option<RawMode> {
         let saved = termios::tcgetattr(std::io::stdin().as_fd()).ok()?;
-        Some(RawMode { saved })
+        let mut size = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ writes one winsize into `size`, which lives
+        // across the call.
+        let sized = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut size) } == 0;
+        let flags = [0, 1, 2].map(|fd| {
+            // SAFETY: F_GETFL takes no argument and reads the descriptor's
+            // flags; a closed descriptor answers -1.
+            let f = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            (f >= 0).then_some(f)
+        });
+        Some(RawMode {
+            saved,
+            kept: Some(Kept {
+                size: sized.then_some(size),
+                flags,
+            }),
+        })
     }
 }
 
 impl Drop for RawMode {
     fn drop(&mut self) {
-        let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, &self.saved);
+        let stdin = std::io::stdin();
+        let _ = termios::tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &self.saved);
+        let Some(kept) = &self.kept else {
+            return;
+        };
+        let _ = termios::tcflow(stdin.as_fd(), termios::FlowArg::TCOON);
+        // SAFETY: TIOCNXCL takes no argument; TIOCSWINSZ reads one winsize
+        // from `size`, which lives across the call.
+        unsafe {
+            libc::ioctl(0, libc::TIOCNXCL);
+            if let Some(size) = &kept.size {
+                libc::ioctl(0, libc::TIOCSWINSZ, size);
+            }
+        }
+        for (fd, flags) in (0..).zip(kept.flags) {
+            if let Some(f) = flags {
+                // SAFETY: F_SETFL takes an integer; the flags are the ones
+                // F_GETFL gave for the same descriptor.
+                unsafe { libc::fcntl(fd, libc::F_SETFL, f) };
+            }
+        }
     }
 }
 

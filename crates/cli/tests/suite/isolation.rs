@@ -1167,24 +1167,55 @@ fn settings_a_command_run_without_a_pty_makes_on_the_terminal_do_not_outlast_it(
         // is open for the call.
         let got = unsafe { libc::tcgetattr(t.slave.as_raw_fd(), &mut tio) };
         assert_eq!(got, 0);
-        (tio.c_lflag & libc::ECHO != 0, tio.c_cc[libc::VINTR])
+        let fd = t.slave.as_raw_fd();
+        let mut excl: libc::c_int = 0;
+        let mut size = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: each ioctl writes one value of the type given into a
+        // live local; fcntl's F_GETFL takes no argument.
+        let (e, w, fl) = unsafe {
+            (
+                libc::ioctl(fd, libc::TIOCGEXCL, &mut excl),
+                libc::ioctl(fd, libc::TIOCGWINSZ, &mut size),
+                libc::fcntl(fd, libc::F_GETFL),
+            )
+        };
+        assert!(e == 0 && w == 0 && fl >= 0);
+        (
+            tio.c_lflag & libc::ECHO != 0,
+            tio.c_cc[libc::VINTR],
+            excl,
+            (size.ws_row, size.ws_col),
+            fl & libc::O_NONBLOCK,
+        )
     };
     let before = flags(&term);
     assert!(before.0, "the test terminal starts without echo");
+    // Echo off, ^A to interrupt, the terminal made exclusive (the owner's
+    // next open of /dev/tty would fail), resized, and its shared open
+    // description non-blocking (the owner's shell's next read would fail).
+    let py = "import fcntl, os, struct, termios\n\
+              fcntl.ioctl(0, termios.TIOCEXCL)\n\
+              fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 3, 7, 0, 0))\n\
+              os.set_blocking(0, False)\n";
     let mut child = term.spawn(Command::new(warden_bin()).args([
         "run",
         "-T",
         "--",
         "sh",
         "-c",
-        "stty -echo intr ^A && stty -a | grep -q -- -echo",
+        &format!("stty -echo intr ^A && stty -a | grep -q -- -echo && python3 -c \"{py}\""),
     ]));
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert_eq!(
         flags(&term),
         before,
-        "the command's terminal settings (echo off, ^A to interrupt) outlasted the run"
+        "the command's terminal settings (echo, interrupt, exclusive, size, non-blocking) outlasted the run"
     );
 }
 
