@@ -333,7 +333,12 @@ pub fn process(
         })
         .unwrap_or_default();
     merged.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    p["args"] = json!(shim.args(argv));
+    // What the loader of a dynamically linked shim would act on before the
+    // shim's filter is loaded goes past it, for the command alone.
+    let (carried, merged): (Vec<String>, Vec<String>) = merged.into_iter().partition(|kv| {
+        shim.loaded() && super::shim::loader_variable(kv.split('=').next().unwrap_or(""))
+    });
+    p["args"] = json!(shim.args(argv, &carried));
     p["env"] = json!(merged);
     p["terminal"] = json!(terminal);
     if let Some(c) = cwd {

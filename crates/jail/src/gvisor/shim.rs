@@ -59,8 +59,26 @@ impl ShimError {
     }
 }
 
-/// In the shim: `args` is its own command line (`SHIM -- COMMAND...`).
-/// Returns only on failure.
+/// The shim's option carrying one of the command's loader variables.
+const SET: &str = "--set";
+
+/// Whether a variable is read by the dynamic loader (or glibc as it
+/// starts) before any code of the program runs: given to a dynamically
+/// linked shim, `LD_PRELOAD` or `LD_AUDIT` would run the sandbox's code in
+/// it before its filter is loaded. Such variables are carried past the
+/// shim as arguments and set for the command only.
+pub fn loader_variable(key: &str) -> bool {
+    key.starts_with("LD_") || key == "GLIBC_TUNABLES"
+}
+
+/// The key of `KEY=VALUE`.
+fn key_of(kv: &OsString) -> &[u8] {
+    let b = kv.as_bytes();
+    &b[..b.iter().position(|c| *c == b'=').unwrap_or(b.len())]
+}
+
+/// In the shim: `args` is its own command line (`SHIM [--set KEY=VALUE]...
+/// -- COMMAND...`). Returns only on failure.
 pub fn run(args: &[OsString]) -> ShimError {
     let Some(at) = args.iter().position(|a| a == "--") else {
         return ShimError::NoCommand;
@@ -69,6 +87,13 @@ pub fn run(args: &[OsString]) -> ShimError {
     if command.is_empty() {
         return ShimError::NoCommand;
     }
+    // The command's own loader variables, carried past the loader that
+    // ran this shim (see [`loader_variable`]): set only for the command.
+    let carried: Vec<&OsString> = args[..at]
+        .windows(2)
+        .filter(|w| w[0] == SET)
+        .map(|w| &w[1])
+        .collect();
     let Some(filter) = crate::sys::sock_filters(PROGRAM) else {
         return ShimError::NoFilter;
     };
@@ -104,7 +129,29 @@ pub fn run(args: &[OsString]) -> ShimError {
     else {
         return ShimError::Exec(name, std::io::Error::from_raw_os_error(libc::EINVAL));
     };
-    match nix::unistd::execvp(&argv[0], &argv) {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !carried.iter().any(|c| key_of(c) == k.as_bytes()))
+        .collect();
+    for c in carried {
+        let (k, v) = c.as_bytes().split_at(key_of(c).len());
+        env.push((
+            std::ffi::OsStr::from_bytes(k).to_owned(),
+            std::ffi::OsStr::from_bytes(v.get(1..).unwrap_or_default()).to_owned(),
+        ));
+    }
+    let Ok(envp) = env
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv)
+        })
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return ShimError::Exec(name, std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    match nix::unistd::execvpe(&argv[0], &argv, &envp) {
         Ok(never) => match never {},
         Err(e) => ShimError::Exec(name, std::io::Error::from_raw_os_error(e as i32)),
     }
@@ -164,9 +211,17 @@ impl Shim {
         out
     }
 
-    /// The command line of a process that runs `argv` under the filter.
-    pub fn args(&self, argv: &[String]) -> Vec<String> {
-        let mut out = Vec::with_capacity(argv.len() + 5);
+    /// Whether the shim runs through a loader (it is linked dynamically):
+    /// then the command's loader variables must not reach that loader.
+    pub fn loaded(&self) -> bool {
+        self.loader.is_some()
+    }
+
+    /// The command line of a process that runs `argv` under the filter,
+    /// with `carried` (`KEY=VALUE` loader variables the command was given,
+    /// kept out of the shim's own environment) set for the command only.
+    pub fn args(&self, argv: &[String], carried: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(argv.len() + 5 + 2 * carried.len());
         if self.loader.is_some() {
             out.extend([
                 format!("{INSIDE}/ld.so"),
@@ -175,6 +230,10 @@ impl Shim {
             ]);
         }
         out.push(format!("{INSIDE}/{BINARY}"));
+        for kv in carried {
+            out.push(SET.into());
+            out.push(kv.clone());
+        }
         out.push("--".into());
         out.extend(argv.iter().cloned());
         out
@@ -207,6 +266,52 @@ mod tests {
         assert_eq!(built, super::PROGRAM);
     }
 
+    /// Given to a dynamically linked shim, `LD_PRELOAD` ran a library of the
+    /// sandbox's own in the shim before its filter was loaded (outside
+    /// review 27, F1): such variables reach the command only, past the shim.
+    #[test]
+    fn the_commands_loader_variables_never_reach_the_loader_that_runs_the_shim() {
+        let shim = super::Shim {
+            binary: "/opt/w/warden-gvisor-exec".into(),
+            loader: Some("/lib64/ld-linux-x86-64.so.2".into()),
+            libraries: vec![],
+        };
+        let base = serde_json::json!({"env": ["PATH=/bin", "LD_PRELOAD=/workspace/base.so"]});
+        let env = [
+            ("LD_AUDIT".to_string(), "/workspace/a.so".to_string()),
+            ("GLIBC_TUNABLES".to_string(), "x".to_string()),
+            ("KEEP".to_string(), "1".to_string()),
+        ];
+        let p = crate::gvisor::bundle::process(&base, &shim, &["true".into()], &env, None, false);
+        let vars: Vec<&str> = p["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(vars, ["PATH=/bin", "KEEP=1"]);
+        let args: Vec<&str> = p["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(
+            args[3..],
+            [
+                "/.warden-exec/warden-gvisor-exec",
+                "--set",
+                "LD_PRELOAD=/workspace/base.so",
+                "--set",
+                "LD_AUDIT=/workspace/a.so",
+                "--set",
+                "GLIBC_TUNABLES=x",
+                "--",
+                "true"
+            ]
+        );
+    }
+
     #[test]
     fn a_later_process_runs_the_shim_then_its_command() {
         let shim = super::Shim {
@@ -214,7 +319,7 @@ mod tests {
             loader: Some("/lib64/ld-linux-x86-64.so.2".into()),
             libraries: vec!["/lib/x86_64-linux-gnu/libc.so.6".into()],
         };
-        let args = shim.args(&["sh".into(), "-c".into(), "id".into()]);
+        let args = shim.args(&["sh".into(), "-c".into(), "id".into()], &[]);
         assert_eq!(
             args,
             [
