@@ -229,13 +229,13 @@ const PERSONALITY_OTHER: When = When::All(&[Cond::NotIn {
     ],
 }]);
 /// `unshare(flags)` creating any namespace.
-const UNSHARE_NAMESPACE: When = When::AnyBitSet {
+pub(super) const UNSHARE_NAMESPACE: When = When::AnyBitSet {
     arg: 0,
     mask: NAMESPACE_FLAGS,
 };
 /// `clone(flags, ..)` creating any namespace; the flags are the first argument on both x86_64
 /// and aarch64.
-const CLONE_NAMESPACE: When = When::AnyBitSet {
+pub(super) const CLONE_NAMESPACE: When = When::AnyBitSet {
     arg: 0,
     mask: CLONE_NAMESPACE_FLAGS,
 };
