@@ -493,7 +493,17 @@ fn run_detached_returns_at_once_keeps_the_output_and_stops_when_the_command_ends
     assert_eq!(output, "hello detached\nto-stderr\n");
     let logs = ok(&warden(state.path(), &["logs", "--json", &name]));
     assert!(logs.contains("\"event\":\"exec_exited\""), "{logs}");
-    let ls = ok(&warden(state.path(), &["ls"]));
+    // The supervisor's record goes first; the sandbox is in use until the
+    // supervisor has let go of it a moment later.
+    let mut ls = String::new();
+    wait_until(
+        "the detached run to be stopped",
+        Duration::from_secs(15),
+        || {
+            ls = ok(&warden(state.path(), &["ls"]));
+            ls.contains(&name) && ls.contains("stopped")
+        },
+    );
     assert!(ls.contains(&name) && ls.contains("stopped"), "{ls}");
     ok(&warden(state.path(), &["rm", &name]));
     assert!(!dir.exists());
