@@ -9,7 +9,7 @@
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let e = warden_jail::gvisor::shim::run(&args);
+    let e = warden_jail::gvisor::shim::run(&args, std::env::vars_os().collect());
     eprintln!("warden: {}", warden_jail::chain_str(&e));
     std::process::exit(e.status());
 }

@@ -78,8 +78,9 @@ fn key_of(kv: &OsString) -> &[u8] {
 }
 
 /// In the shim: `args` is its own command line (`SHIM [--set KEY=VALUE]...
-/// -- COMMAND...`). Returns only on failure.
-pub fn run(args: &[OsString]) -> ShimError {
+/// -- COMMAND...`), `env` its environment (read by its `main`), which the
+/// command gets with the carried variables set. Returns only on failure.
+pub fn run(args: &[OsString], env: Vec<(OsString, OsString)>) -> ShimError {
     let Some(at) = args.iter().position(|a| a == "--") else {
         return ShimError::NoCommand;
     };
@@ -129,7 +130,8 @@ pub fn run(args: &[OsString]) -> ShimError {
     else {
         return ShimError::Exec(name, std::io::Error::from_raw_os_error(libc::EINVAL));
     };
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+    let mut env: Vec<(OsString, OsString)> = env
+        .into_iter()
         .filter(|(k, _)| !carried.iter().any(|c| key_of(c) == k.as_bytes()))
         .collect();
     for c in carried {
