@@ -149,6 +149,45 @@ fn forks_past_pids_are_refused_inside_a_gvisor_sandbox_which_lives_on() {
     assert_eq!(ok(&alive), "alive\n", "the sandbox did not live on");
 }
 
+/// A process whose parent ended is handed to the sandbox's first process,
+/// which must wait for it: `sleep infinity` never did, so each left a
+/// zombie counting against `--pids` until no command could fork (outside
+/// review 27, F3: 18 zombies, then every fork failed).
+#[test]
+fn orphans_of_execd_commands_are_reaped_and_never_fill_the_process_bound() {
+    if !gvisor_available() {
+        return;
+    }
+    let state = TempDir::new("gvisor-exec-orphans");
+    let ws = TempDir::new("gvisor-exec-orphans-ws");
+    start_gvisor(state.path(), "g", &ws, &["--pids", "16"]);
+    for _ in 0..20 {
+        let _ = warden(
+            state.path(),
+            &["exec", "g", "--", "sh", "-c", "sleep 0.1 & exit 0"],
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let forked = warden(
+        state.path(),
+        &[
+            "exec",
+            "g",
+            "--",
+            "python3",
+            "-c",
+            "import os\nif os.fork() == 0: os._exit(0)\nos.wait(); print('forked')",
+        ],
+    );
+    let _ = warden(state.path(), &["stop", "g"]);
+    assert_eq!(
+        stdout(&forked),
+        "forked\n",
+        "after 20 orphans under --pids 16 a command could not fork: {}",
+        stderr(&forked)
+    );
+}
+
 /// The host PID of runsc's sandbox process (gVisor's kernel) for the
 /// sandboxes of `state`: its command line names runsc's root there.
 fn gvisor_kernel(state: &std::path::Path) -> Option<i32> {

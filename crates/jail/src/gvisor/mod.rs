@@ -229,7 +229,7 @@ pub fn run(
             .as_ref()
             .map(|n| PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), n.as_raw_fd()))),
         trust,
-        args: first_args(spec, program),
+        args: first_args(spec, program, shim.as_ref()),
         terminal: terminal && program == Program::Command,
         cover_etc: root,
         shim: shim.as_ref(),
@@ -292,12 +292,15 @@ pub fn run(
     Ok(outcome)
 }
 
-/// The first process: the spec's command, or (a long-lived sandbox) a
-/// process that waits, each exec being a `runsc exec`.
-fn first_args(spec: &SandboxSpec, program: Program) -> Vec<String> {
-    match program {
-        Program::Command => spec.command.clone(),
-        Program::Service => vec!["sleep".into(), "infinity".into()],
+/// The first process: the spec's command, or (a long-lived sandbox) the
+/// shim waiting for the processes handed to it (orphans of later ones,
+/// which would otherwise stay zombies counting against `--pids`), each
+/// exec being a `runsc exec`.
+fn first_args(spec: &SandboxSpec, program: Program, shim: Option<&shim::Shim>) -> Vec<String> {
+    match (program, shim) {
+        (Program::Command, _) => spec.command.clone(),
+        (Program::Service, Some(shim)) => shim.reaper_args(),
+        (Program::Service, None) => vec!["sleep".into(), "infinity".into()],
     }
 }
 

@@ -61,6 +61,23 @@ impl ShimError {
 
 /// The shim's option carrying one of the command's loader variables.
 const SET: &str = "--set";
+/// The shim's option making it a long-lived sandbox's first process.
+const REAP: &str = "--reap";
+
+/// A long-lived sandbox's first process (its PID 1, which a process whose
+/// parent ended is handed to): waits for every such process as it ends,
+/// so none is left a zombie counting against `--pids`, and never returns
+/// (the sandbox's stop kills it). It runs under the filter runsc gives the
+/// first process.
+fn reap() -> ! {
+    loop {
+        match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(-1), None) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            // No process to wait for yet: look again shortly.
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(250)),
+        }
+    }
+}
 
 /// Whether a variable is read by the dynamic loader (or glibc as it
 /// starts) before any code of the program runs: given to a dynamically
@@ -81,6 +98,9 @@ fn key_of(kv: &OsString) -> &[u8] {
 /// -- COMMAND...`), `env` its environment (read by its `main`), which the
 /// command gets with the carried variables set. Returns only on failure.
 pub fn run(args: &[OsString], env: Vec<(OsString, OsString)>) -> ShimError {
+    if args.get(1).is_some_and(|a| a == REAP) {
+        reap();
+    }
     let Some(at) = args.iter().position(|a| a == "--") else {
         return ShimError::NoCommand;
     };
@@ -210,6 +230,16 @@ impl Shim {
         for lib in &self.libraries {
             out.push((lib.clone(), format!("{INSIDE}/lib/{}", file_name(lib))));
         }
+        out
+    }
+
+    /// The command line of a long-lived sandbox's first process: the shim
+    /// waiting for the processes handed to it (see [`reap`]).
+    pub fn reaper_args(&self) -> Vec<String> {
+        let mut out = self.args(&[], &[]);
+        // `SHIM --`: the shim's place, then its option in the place of `--`.
+        out.pop();
+        out.push(REAP.into());
         out
     }
 
