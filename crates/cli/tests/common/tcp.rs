@@ -4,10 +4,10 @@
 //! sandbox sends a real TLS ClientHello with.
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A server on `addr` (`[::]:0`: every address of the host, dual stack)
 /// that counts each connection the moment it is accepted, reads what it
@@ -122,3 +122,25 @@ def send(addr, data):
     except OSError as e:
         return ('error', e.errno)
 "#;
+
+/// How long `c` stays open (reading and dropping what comes), up to
+/// `limit`.
+pub fn open_for(c: &mut TcpStream, limit: Duration) -> Duration {
+    let began = Instant::now();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while began.elapsed() < limit {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    began.elapsed()
+}

@@ -5,6 +5,7 @@
 //! the real binaries over loopback and judges from what arrives.
 
 use crate::common::daemon::*;
+use crate::common::tcp::open_for;
 use crate::common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -685,28 +686,6 @@ fn with_deadlines(tag: &str) -> (TempDir, Daemon, String) {
         &[],
     );
     (state, d, e2b)
-}
-
-/// How long `c` stays open (reading and dropping what comes), up to
-/// `limit`.
-fn open_for(c: &mut TcpStream, limit: Duration) -> Duration {
-    let began = Instant::now();
-    c.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut buf = [0u8; 4096];
-    while began.elapsed() < limit {
-        match c.read(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
-    }
-    began.elapsed()
 }
 
 #[test]

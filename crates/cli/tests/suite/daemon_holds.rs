@@ -4,37 +4,16 @@
 //! API's listener and the E2B door's alike.
 
 use crate::common::daemon::*;
+use crate::common::tcp::open_for;
 use crate::common::*;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The daemon's `--body-timeout` below: small, so that the tests are quick.
 const BODY: Duration = Duration::from_secs(2);
 /// What the daemon may take beyond a deadline to close the connection.
 const MARGIN: Duration = Duration::from_secs(3);
-
-/// How long `c` stays open (reading and dropping what comes), up to
-/// `limit`.
-fn open_for(c: &mut TcpStream, limit: Duration) -> Duration {
-    let began = Instant::now();
-    c.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut buf = [0u8; 4096];
-    while began.elapsed() < limit {
-        match c.read(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
-    }
-    began.elapsed()
-}
 
 /// A head on `addr` announcing `length` bytes of body, and `first` of
 /// them: the connection.
