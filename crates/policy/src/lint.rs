@@ -62,6 +62,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "the options of the interpreters a secret's program may run (node's --eval, awk's --file), not warden's",
     ),
     (
+        "runtime/src/secret_programs/runners.rs",
+        "the options of the programs that run commands a secret's program may be (env's --split-string, su's --command, git's --exec), not warden's",
+    ),
+    (
         "runtime/src/secret_programs/tests.rs",
         "the secret-program rule's unit tests, a module file of their own (gpg's --homedir, node's --eval)",
     ),

@@ -37,7 +37,9 @@ use warden_policy::{SecretSource, SecretSpec};
 use crate::pathwalk::walk;
 
 mod interpreters;
-use interpreters::{given, interpreter, is_wrapper, provably_pathless, Given};
+mod runners;
+use interpreters::{given, interpreter, is_url, is_wrapper, provably_pathless, Given};
+use runners::runner;
 
 /// The reason code of a refusal to run a secret's program that lies where
 /// tokens may write.
@@ -87,6 +89,10 @@ const MAX_NESTED: usize = 4;
 /// given code inline.
 const INLINE: &str = "code it is given inline";
 
+/// What a [`Refusal`] names when a program is given a command or code to
+/// run in a language warden does not read ([`runners`]).
+const RUNS: &str = "a command or code it is given to run";
+
 /// A secret's program, or what it is given, lies where tokens may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -115,7 +121,7 @@ impl std::fmt::Display for Refusal {
             self.under.display(),
         );
         match self.unreadable {
-            Some(why) if what == INLINE => write!(f, "secret `{secret}`: {what}, `{path}`, cannot be read for certain ({why}): warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
+            Some(why) if what == INLINE || what == RUNS => write!(f, "secret `{secret}`: {what}, `{path}`, cannot be read for certain ({why}): warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
             None => write!(f, "secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state"),
             Some(why) => write!(f, "secret `{secret}`: {what} `{path}` holds {why}, so the paths it names cannot be read for certain while sandboxes' changes may be written under {under}; name the program and its files by absolute paths (or `~`, `$HOME`), without a `cd`"),
         }
@@ -129,7 +135,7 @@ impl Refusal {
     /// other than a shell (its remedy: an owner-only script), rather
     /// than of a path or a shell line.
     pub fn inline_code(&self) -> bool {
-        self.what == INLINE
+        self.what == INLINE || self.what == RUNS
     }
 
     /// The stable reason code: [`SECRET_PROGRAM_WRITABLE`], or
@@ -165,6 +171,14 @@ pub fn check_with(
             writable,
             env: Env(env),
         };
+        // `HOME` under a root: every file a program reads from there by
+        // default (`.gitconfig`, `.zshenv`, `.sqliterc`, `.vimrc`) is one
+        // a token may write; so is `GNUPGHOME`'s `gpg.conf`.
+        for (_, value) in env {
+            for p in paths_in(&value.to_string_lossy(), &c.env) {
+                c.path(&p, "a path its environment names")?;
+            }
+        }
         c.argv(argv)?;
     }
     Ok(())
@@ -228,14 +242,24 @@ impl Checker<'_> {
     fn commands(&self, words: &[String], depth: usize) -> Result<(), Refusal> {
         for (i, w) in words.iter().enumerate() {
             let rest = &words[i + 1..];
+            // A word may be the program a shell line, `find -exec` or a
+            // runner's command runs: its links and its `#!` chain too.
+            if (i > 0 || depth > 0) && !w.is_empty() && !w.starts_with('-') {
+                self.program(&absolute(w), "a program its arguments name", 0)?;
+            }
             if let Some(row) = interpreter(w) {
                 for g in given(row, rest) {
                     match g {
                         Given::Inline(code) if provably_pathless(row, code) => {}
                         Given::Inline(code) => self.inline(code, row.why)?,
+                        // `node --import data:text/javascript,...`: code.
+                        Given::Script(file) if is_url(file) => self.inline(file, row.why)?,
                         Given::Script(file) => self.script_file(file)?,
                     }
                 }
+            }
+            if let Some(row) = runner(w) {
+                self.runs(row, rest, depth)?;
             }
             if is_shell(w) {
                 let mut inline = false;
@@ -260,12 +284,7 @@ impl Checker<'_> {
                     .iter()
                     .filter(|r| !r.starts_with('-') && !is_assignment(r))
                 {
-                    let name = if r.contains('/') && !r.starts_with('/') {
-                        format!("{PROGRAM_DIR}{r}")
-                    } else {
-                        r.clone()
-                    };
-                    self.program(&name, "a program a wrapper runs", 0)?;
+                    self.program(&absolute(r), "a program a wrapper runs", 0)?;
                 }
             }
         }
@@ -275,12 +294,18 @@ impl Checker<'_> {
     /// Code given inline to an interpreter whose language warden does not
     /// read: refused while tokens may write anywhere.
     fn inline(&self, code: &str, why: &'static str) -> Result<(), Refusal> {
+        self.unread(INLINE, code, why)
+    }
+
+    /// Code or a command, `what`, that warden does not read: refused
+    /// while tokens may write anywhere.
+    fn unread(&self, what: &'static str, code: &str, why: &'static str) -> Result<(), Refusal> {
         let Some(under) = self.writable.first() else {
             return Ok(());
         };
         Err(Refusal {
             secret: self.secret.to_string(),
-            what: INLINE,
+            what,
             path: PathBuf::from(code),
             under: under.clone(),
             unreadable: Some(why),
@@ -366,15 +391,19 @@ impl Checker<'_> {
         self.program(&interp, "its interpreter", depth + 1)?;
         // `#!/usr/bin/env python3` runs what the search path finds; the
         // search path is the fixed one the program is given.
-        if Path::new(&interp).file_name().is_some_and(|n| n == "env") {
-            if let Some(next) = words.find(|w| !w.starts_with('-') && !w.contains('=')) {
-                self.program(&next, "its interpreter", depth + 1)?;
+        let words: Vec<String> = words.collect();
+        for w in &words {
+            // `#!/usr/bin/perl -I/proj/lib`, `#!/usr/bin/env -S perl -I/proj/lib`.
+            for p in paths_in(w, &self.env) {
+                self.path(&p, "an argument of its interpreter")?;
             }
-        } else {
-            for w in words {
-                for p in paths_in(&w, &self.env) {
-                    self.path(&p, "an argument of its interpreter")?;
-                }
+        }
+        if Path::new(&interp).file_name().is_some_and(|n| n == "env") {
+            if let Some(next) = words
+                .iter()
+                .find(|w| !w.starts_with('-') && !w.contains('='))
+            {
+                self.program(next, "its interpreter", depth + 1)?;
             }
         }
         Ok(())
@@ -406,6 +435,10 @@ impl Checker<'_> {
 /// one.
 fn shebang(file: &Path) -> Option<Vec<String>> {
     let mut head = [0u8; 256];
+    // Never a FIFO or a device: opening one may wait for ever.
+    if !std::fs::metadata(file).ok()?.is_file() {
+        return None;
+    }
     let mut f = std::fs::File::open(file).ok()?;
     let n = f.read(&mut head).ok()?;
     let rest = head[..n].strip_prefix(b"#!")?;
@@ -429,6 +462,7 @@ fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
             a.split(|c: char| c.is_whitespace() || ";|&<>()'\"=`$,:{}".contains(c))
                 .chain(std::iter::once(a))
         })
+        .flat_map(attached)
         .map(|w| env.tilde(w).unwrap_or_else(|| w.to_string()))
         .filter(|w| w.contains('/') && !w.contains("://"))
         .map(|w| Path::new(PROGRAM_DIR).join(w))
@@ -436,6 +470,36 @@ fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// `word`, and for an option with a value attached (`-I/proj/lib`,
+/// `-wI~/lib`, `-r/proj/x.rb`, `+so/proj/x.vim`), each way of reading
+/// where the value starts: every tail after the option letters up to the
+/// first `/` or `~`. An option's letters are not known for every
+/// program; a tail that is not its value protects more, never less.
+fn attached(word: &str) -> Vec<&str> {
+    let mut out = vec![word];
+    if !word.starts_with(['-', '+']) {
+        return out;
+    }
+    let end = word.find(['/', '~']).unwrap_or(0);
+    out.extend(
+        word.char_indices()
+            .skip(1)
+            .take_while(|(at, _)| *at <= end)
+            .map(|(at, _)| &word[at..]),
+    );
+    out
+}
+
+/// `name` as the program's environment finds it: a relative path from
+/// the program's working directory, a bare name on its search path.
+fn absolute(name: &str) -> String {
+    if name.contains('/') && !name.starts_with('/') {
+        format!("{PROGRAM_DIR}{name}")
+    } else {
+        name.to_string()
+    }
 }
 
 /// Whether `word` names a shell (its last component).

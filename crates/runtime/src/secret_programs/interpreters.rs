@@ -313,6 +313,19 @@ pub(super) fn provably_pathless(row: &Interpreter, code: &str) -> bool {
         .is_some_and(|sinks| !sinks.iter().any(|s| code.contains(s)))
 }
 
+/// Whether a script an interpreter is given is a URL rather than a file
+/// (`data:text/javascript,...`, `https://...`): code that is no file of
+/// the host's to check. A `file:` URL names a path, read as one.
+pub(super) fn is_url(script: &str) -> bool {
+    let Some((scheme, _)) = script.split_once(':') else {
+        return false;
+    };
+    let mut c = scheme.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic())
+        && c.all(|x| x.is_ascii_alphanumeric() || "+.-".contains(x))
+        && !scheme.eq_ignore_ascii_case("file")
+}
+
 /// Whether `word` names a wrapper ([`WRAPPERS`]).
 pub(super) fn is_wrapper(word: &str) -> bool {
     let name = word.rsplit('/').next().unwrap_or(word);

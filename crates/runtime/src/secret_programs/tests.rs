@@ -56,13 +56,7 @@ fn a_path_through_home_tilde_or_a_kept_variable_is_read_as_the_program_reads_it(
     let home = t.join("home");
     let root = home.join("proj");
     let writable = [root.clone()];
-    let env = [
-        ("HOME".to_string(), home.clone().into_os_string()),
-        (
-            "GNUPGHOME".to_string(),
-            root.join(".gnupg").into_os_string(),
-        ),
-    ];
+    let env = [("HOME".to_string(), home.clone().into_os_string())];
     let code = |argv: &[&str]| check_with(&[secret(argv)], &writable, &env).map_err(|r| r.code());
     let w = Err(SECRET_PROGRAM_WRITABLE);
     let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
@@ -88,7 +82,25 @@ fn a_path_through_home_tilde_or_a_kept_variable_is_read_as_the_program_reads_it(
     // Without a shell, what a program expands itself is read too.
     assert_eq!(code(&["/usr/bin/gpg", "--homedir=~/proj/.gnupg"]), w);
     assert_eq!(code(&["/usr/bin/python3", "$HOME/proj/x.py"]), w);
-    assert_eq!(code(&["/usr/bin/gpg", "--homedir", "$GNUPGHOME"]), w);
+    // A kept variable that names a path under a root: the program reads
+    // its files there by default (gpg-agent.conf's pinentry-program),
+    // whatever it is given.
+    let gnupg = [
+        env[0].clone(),
+        (
+            "GNUPGHOME".to_string(),
+            root.join(".gnupg").into_os_string(),
+        ),
+    ];
+    let by_env = |argv: &[&str]| check_with(&[secret(argv)], &writable, &gnupg).map_err(|r| r.what);
+    assert_eq!(
+        by_env(&["/usr/bin/gpg", "--homedir", "$GNUPGHOME"]),
+        Err("a path its environment names")
+    );
+    assert_eq!(
+        by_env(&["pass", "show", "x"]),
+        Err("a path its environment names")
+    );
     // The ordinary cases still run.
     assert_eq!(code(&["vault", "read", "-field=x", "secret/y"]), Ok(()));
     assert_eq!(code(&["sh", "-c", "pass show x"]), Ok(()));
@@ -250,4 +262,226 @@ fn every_interpreter_of_the_table_is_refused_code_inline_and_checked_for_its_scr
         }
     }
     warden_workspace::fsutil::remove_tree(&t).unwrap();
+}
+
+/// Outside review 27, F6 and F7: a path attached to an option, a command
+/// line inside an argument, a program that runs commands of its own, a
+/// variable set for the program, a `#!` chain of a program a command line
+/// names, and the environment's own paths. `{r}` is a root tokens may
+/// write, `{o}` a script of the owner's outside it whose `#!` line names
+/// an interpreter under the root, `{h}` the owner's home.
+#[test]
+fn every_way_a_program_is_given_code_or_a_path_is_read_or_refused() {
+    let t = std::env::temp_dir().join(format!("warden-secret-runners-{}", std::process::id()));
+    let _ = warden_workspace::fsutil::remove_tree(&t);
+    std::fs::create_dir_all(t.join("home/proj/lib")).unwrap();
+    std::fs::create_dir_all(t.join("outside")).unwrap();
+    let t = t.canonicalize().unwrap();
+    let home = t.join("home");
+    let root = home.join("proj");
+    let o = t.join("outside/get-token");
+    std::fs::write(
+        &o,
+        format!("#!{}/venv/bin/python3\nprint(1)\n", root.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&o, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env_s = t.join("outside/env-s");
+    std::fs::write(
+        &env_s,
+        format!("#!/usr/bin/env -S perl -I{}/lib\nprint 1\n", root.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&env_s, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let own = t.join("outside/own.pl");
+    std::fs::write(&own, "print 1\n").unwrap();
+    let writable = [root.clone()];
+    let env = [("HOME".to_string(), home.clone().into_os_string())];
+    let fill = |a: &str| {
+        a.replace("{r}", root.to_str().unwrap())
+            .replace("{o}", o.to_str().unwrap())
+            .replace("{s}", env_s.to_str().unwrap())
+            .replace("{own}", own.to_str().unwrap())
+    };
+    let code = |argv: &[&str]| {
+        let argv: Vec<String> = argv.iter().map(|a| fill(a)).collect();
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        check_with(&[secret(&argv)], &writable, &env).map_err(|r| r.code())
+    };
+    let attacks = attacks();
+    let mut ran = Vec::new();
+    for (argv, want) in &attacks {
+        if code(argv) != *want {
+            ran.push(format!("{argv:?}: {:?}", code(argv)));
+        }
+    }
+    assert!(
+        ran.is_empty(),
+        "not refused as they should be:\n{}",
+        ran.join("\n")
+    );
+    // What legitimately runs still runs.
+    for argv in [
+        &["pass", "show", "work/github"][..],
+        &["/usr/bin/op", "read", "op://vault/item/field"],
+        &["gh", "auth", "token"],
+        &["security", "find-generic-password", "-s", "x", "-w"],
+        &["/bin/sh", "-c", "pass show x | awk '{print $1}'"],
+        &[
+            "/usr/bin/env",
+            "VAULT_ADDR=https://vault.example.com:8200",
+            "vault",
+            "read",
+            "-field=x",
+            "secret/y",
+        ],
+        &["/usr/bin/env", "-S", "pass show x"],
+        &["/usr/bin/gpg", "--batch", "-q", "-d", "/etc/hostname"],
+        &["/usr/bin/ssh", "-o", "BatchMode=yes", "h", "cat", "t"],
+        &["git", "config", "--get", "user.email"],
+        &["/usr/bin/sqlite3", "/etc/hostname"],
+        &["/usr/bin/flock", "/tmp/l", "-c", "pass show x"],
+        &["/usr/bin/perl", "-I/usr/share/perl5", "{own}"],
+    ] {
+        assert_eq!(code(argv), Ok(()), "{argv:?}");
+    }
+    // With nothing a token may write, the owner's own lines run.
+    assert_eq!(
+        check_with(&[secret(&["/usr/bin/vim", "-c", "!id"])], &[], &env),
+        Ok(())
+    );
+    // The owner's home under a root: every program reads files there.
+    let under = [home.clone()];
+    let r = check_with(&[secret(&["pass", "show", "x"])], &under, &env).unwrap_err();
+    assert_eq!(r.what, "a path its environment names", "{r}");
+    warden_workspace::fsutil::remove_tree(&t).unwrap();
+}
+
+/// A command line that runs a path it builds from pieces.
+const PY: &str = "python3 -c \"import os; os.system(chr(47).join(['', 'x']))\"";
+
+/// Each spelling of [`every_way_a_program_is_given_code_or_a_path_is_read_or_refused`]
+/// and the refusal it meets: `{r}` is the root, `{own}` the owner's Perl
+/// script, `{o}` the owner's script whose `#!` names an interpreter under
+/// the root, `{s}` one whose `#!/usr/bin/env -S` line names a path there.
+type Attack = (Vec<&'static str>, Result<(), &'static str>);
+
+fn attacks() -> Vec<Attack> {
+    let w = Err(SECRET_PROGRAM_WRITABLE);
+    let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
+    vec![
+        // F6: a path attached to an option, for any program.
+        (vec!["/usr/bin/perl", "-I{r}/lib", "-MTok", "{own}"], w),
+        (vec!["/usr/bin/perl", "-wI{r}/lib", "-MTok", "{own}"], w),
+        (vec!["/usr/bin/perl", "-I~/proj/lib", "-MTok", "{own}"], w),
+        (vec!["ruby", "-I{r}/lib", "-rtok", "{own}"], w),
+        (vec!["ruby", "-r{r}/lib/tok.rb", "{own}"], w),
+        (vec!["/usr/bin/node", "-r{r}/hook.js", "{own}"], w),
+        (vec!["/usr/bin/gcc", "-B{r}/bin", "-E", "-"], w),
+        (vec!["/bin/sh", "-c", "perl -I{r}/lib -MTok {own}"], w),
+        (
+            vec!["/usr/bin/env", "PERL5OPT=-I{r}/lib", "perl", "{own}"],
+            w,
+        ),
+        (
+            vec!["/usr/bin/env", "RUBYOPT=-r{r}/x.rb", "ruby", "{own}"],
+            w,
+        ),
+        (vec!["{s}"], w),
+        // Code that is a URL, not a file.
+        (
+            vec![
+                "/usr/bin/node",
+                "--import",
+                "data:text/javascript,import('x')",
+                "{own}",
+            ],
+            u,
+        ),
+        (
+            vec![
+                "/usr/bin/env",
+                "NODE_OPTIONS=--import=data:text/javascript,x",
+                "node",
+                "{own}",
+            ],
+            u,
+        ),
+        (
+            vec![
+                "/usr/bin/env",
+                "PERL5DB=BEGIN{require chr(47)}",
+                "perl",
+                "-d",
+                "{own}",
+            ],
+            u,
+        ),
+        (
+            vec![
+                "/usr/bin/env",
+                "GIT_CONFIG_COUNT=1",
+                "GIT_CONFIG_KEY_0=alias.t",
+                "GIT_CONFIG_VALUE_0=!sh",
+                "git",
+                "t",
+            ],
+            u,
+        ),
+        // F7: one more command line, or a program that runs commands.
+        (vec!["/usr/bin/env", "-S", PY], u),
+        (vec!["/usr/bin/env", "-Sperl -e", "exec 'x'"], u),
+        (
+            vec!["/usr/bin/env", "--split-string=sh -c 'python3 -c x'"],
+            u,
+        ),
+        (vec!["/usr/bin/script", "-qc", PY, "/dev/null"], u),
+        (vec!["/usr/bin/flock", "/tmp/l", "-c", PY], u),
+        (vec!["/usr/bin/su", "me", "-c", PY], u),
+        (
+            vec!["/usr/sbin/runuser", "-u", "me", "--", "sh", "-c", PY],
+            u,
+        ),
+        (vec!["/usr/bin/watch", "-n", "5", PY], u),
+        (vec!["/usr/bin/sqlite3", ":memory:", ".shell id"], u),
+        (
+            vec!["/usr/bin/sqlite3", "-cmd", ".system id", ":memory:"],
+            u,
+        ),
+        (vec!["/usr/bin/vim", "-es", "-c", "!id", "-c", "q"], u),
+        (vec!["/usr/bin/ex", "+!id", "+q"], u),
+        (vec!["/usr/bin/less", "+!id", "/etc/hostname"], u),
+        (vec!["/usr/bin/man", "-P", "id", "ls"], u),
+        (vec!["/usr/local/bin/git", "-c", "alias.t=!id", "t"], u),
+        (vec!["git", "-c", "core.pager=id", "log"], u),
+        (vec!["/usr/bin/ssh", "-oProxyCommand=id", "h"], u),
+        (vec!["/usr/bin/tar", "--to-command=id", "-xf", "/a.tar"], u),
+        (vec!["/usr/bin/tar", "-I", "id", "-xf", "/a.tar"], u),
+        (vec!["rsync", "-e", "id", "a:", "/b"], u),
+        (vec!["/usr/bin/gcc", "-wrapper", "id", "-E", "-"], u),
+        (vec!["/bin/busybox", "sh", "-c", "watch 'python3 -c x'"], u),
+        (
+            vec![
+                "/usr/bin/find",
+                "/",
+                "-maxdepth",
+                "0",
+                "-exec",
+                "python3",
+                "-c",
+                "x",
+                ";",
+            ],
+            u,
+        ),
+        // The `#!` chain of a program a command line, `find -exec` or a
+        // runner names.
+        (vec!["/bin/sh", "-c", "{o}"], w),
+        (
+            vec!["/usr/bin/find", "/", "-maxdepth", "0", "-exec", "{o}", ";"],
+            w,
+        ),
+        (vec!["/usr/bin/env", "-S", "{o} x"], w),
+        (vec!["/usr/bin/flock", "/tmp/l", "-c", "{o}"], w),
+    ]
 }
