@@ -111,6 +111,7 @@ mod sandbox_records;
 mod second_week;
 mod secret_argv;
 mod secret_program_roots;
+mod secret_program_runners;
 mod secret_programs;
 mod secrets;
 mod secrets_leaks;
