@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use warden_audit::WorkspaceAction;
 use warden_workspace::{
     Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, Flag,
-    LayerError, Sandbox, StoreError,
+    LayerError, Sandbox, Stop, StoreError,
 };
 
 /// Why a commit did not happen.
@@ -144,6 +144,7 @@ pub fn diff_options(sb: &Sandbox, paths: Vec<PathBuf>, content: bool) -> DiffOpt
         host_hooks_paths: host_git_hooks(),
         host_git_includes: host_git_includes(),
         owner_home: owner_home(),
+        stop: Default::default(),
     }
 }
 
@@ -176,15 +177,19 @@ pub fn flag_owners_files(sb: &Sandbox, changes: &mut [Change], owners: &OwnersFi
 /// change's content, so reviews nothing): a later [`commit`] that counts
 /// `by`'s reviews applies a change only while it is what this showed.
 /// The door decides who `by` is: a person who may commit, never the
-/// sandbox's own agent.
+/// sandbox's own agent. `stop`: when the walk stops before its end (a
+/// network door's caller leaving, its bounds).
 pub fn review(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     content: bool,
     owners: &OwnersFiles,
     by: Option<&str>,
+    stop: &Stop,
 ) -> Result<Vec<Change>, ReviewError> {
-    let mut changes = sb.diff(&diff_options(sb, paths, content))?;
+    let mut opts = diff_options(sb, paths, content);
+    opts.stop = stop.clone();
+    let mut changes = sb.diff(&opts)?;
     flag_owners_files(sb, &mut changes, owners);
     if let Some(by) = by.filter(|_| content) {
         sb.record_review(&changes, by)?;
@@ -215,13 +220,16 @@ pub struct CommitRules {
 /// again for each commit: the owner's configuration may have changed
 /// since the sandbox was made); a change to one is flagged, and refused
 /// unless `rules.owners_files`. `reviewers`: whose reviews count (the
-/// committer's own, and the owner's; see [`review`]).
+/// committer's own, and the owner's; see [`review`]). `stop` stops the
+/// commit while it reviews, before anything lands; once changes land it
+/// runs to its end (half a commit is worse than a slow one).
 pub fn commit(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
     rules: CommitRules,
     owners: &OwnersFiles,
     reviewers: &[String],
+    stop: &Stop,
 ) -> Result<CommitReport, ReviewError> {
     let CommitRules {
         force,
@@ -249,6 +257,7 @@ pub fn commit(
     // full, however fully it could be diffed now (held to the review).
     let mut opts = diff_options(sb, paths.clone(), true);
     opts.patches = false;
+    opts.stop = stop.clone();
     let mut preview = sb.diff(&opts)?;
     sb.hold_to_review(&mut preview, reviewers);
     flag_owners_files(sb, &mut preview, owners);

@@ -197,7 +197,6 @@ impl Locked<'_> {
             content: false,
             patches: false,
             renames: true,
-            allowed: None,
             runs_on_host: opts
                 .runs_on_host
                 .iter()
@@ -207,6 +206,7 @@ impl Locked<'_> {
             host_hooks_paths: opts.host_hooks_paths.clone(),
             host_git_includes: opts.host_git_includes.clone(),
             owner_home: opts.owner_home.clone(),
+            ..DiffOptions::default()
         };
         let plain = meta.layout == Layout::Copy;
         // The real workspace, opened and checked once: what the commit
@@ -706,6 +706,7 @@ fn clean_upper(upper: &Path, workspace: &Path, real: &crate::beneath::Tree, appl
             host_hooks_paths: Vec::new(),
             host_git_includes: Vec::new(),
             owner_home: None,
+            stop: Default::default(),
         };
         if diff::diff_real(upper, workspace, real, &opts, false).is_ok_and(|left| left.is_empty()) {
             if let Ok((parent, name)) = layer.parent(&dir) {

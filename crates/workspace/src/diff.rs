@@ -37,6 +37,9 @@ pub enum DiffError {
     Workspace(#[source] io::Error),
     #[error("the sandbox's layer holds a path longer than PATH_MAX (4096 bytes) below {top}: warden cannot review it; discard it (`warden discard NAME {top}`) or remove the sandbox")]
     TooLong { top: String },
+    /// Stopped before its end (see [`crate::stop`]).
+    #[error(transparent)]
+    Stopped(#[from] crate::stop::Stopped),
 }
 
 impl Entry {
@@ -99,6 +102,9 @@ pub struct DiffOptions {
     /// names (`include.path = ~/...`, `core.hooksPath`) with it, so a
     /// work-tree file reached that way is judged as one git reads.
     pub owner_home: Option<PathBuf>,
+    /// When to stop before the end (see [`crate::stop`]): never, unless
+    /// the door says.
+    pub stop: crate::stop::Stop,
 }
 
 impl Default for DiffOptions {
@@ -113,6 +119,7 @@ impl Default for DiffOptions {
             host_hooks_paths: Vec::new(),
             host_git_includes: Vec::new(),
             owner_home: None,
+            stop: crate::stop::Stop::default(),
         }
     }
 }
@@ -233,7 +240,7 @@ fn finish(
 ) -> Result<Vec<Change>, DiffError> {
     changes.retain(|c| c.paths().any(|p| selected(p, &opts.paths)));
     if opts.renames {
-        pair_renames(low, upper, &mut changes)?;
+        pair_renames(low, upper, &mut changes, &opts.stop)?;
     }
     if opts.content {
         // One budget for all the review's line diffs (see `crate::textdiff`),
@@ -243,6 +250,7 @@ fn finish(
         let mut order: Vec<usize> = (0..changes.len()).collect();
         order.sort_by_key(|&i| bytes_of(&changes[i]));
         for i in order {
+            opts.stop.check()?;
             let c = &mut changes[i];
             let (content, digest) = content_of(low, upper, c, opts.patches, &budget)?;
             c.content = content;
@@ -256,6 +264,7 @@ fn finish(
     // workspace's is the one the walk went through.
     let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
     for c in &mut changes {
+        opts.stop.check()?;
         c.flags = rules.check(c);
         c.flags.extend(flags::not_shown(c));
         // Errors name the change's path in the workspace, never a host path.
@@ -370,6 +379,7 @@ impl Walker<'_> {
             .collect();
         all.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (name, in_upper) in all {
+            self.opts.stop.entry()?;
             let r = rel.join(name);
             if !self.wanted(&r) {
                 continue;
@@ -503,6 +513,7 @@ impl Walker<'_> {
 
     fn deleted_children(&mut self, r: &Path) -> Result<(), DiffError> {
         for name in sorted_names(self.lower, r)? {
+            self.opts.stop.entry()?;
             let child = r.join(name);
             if let Some(m) = lstat(self.lower, &child)? {
                 self.deleted(&child, &m)?;
@@ -547,7 +558,12 @@ fn read_full(f: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Merge each added file whose content equals a deleted file's into one
 /// rename, at the added file's place in the list.
-fn pair_renames(low: &Tree, upper: &Path, changes: &mut Vec<Change>) -> Result<(), DiffError> {
+fn pair_renames(
+    low: &Tree,
+    upper: &Path,
+    changes: &mut Vec<Change>,
+    stop: &crate::stop::Stop,
+) -> Result<(), DiffError> {
     let mut deleted_by_size: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, c) in changes.iter().enumerate() {
         if let (ChangeKind::Deleted, Some(old)) = (c.kind, &c.old) {
@@ -575,6 +591,7 @@ fn pair_renames(low: &Tree, upper: &Path, changes: &mut Vec<Change>) -> Result<(
             if consumed.contains(&d) {
                 continue;
             }
+            stop.check()?;
             let same = same_content((low, &changes[d].path), (&up, &changes[i].path), new.size)?;
             if same {
                 consumed.insert(d);

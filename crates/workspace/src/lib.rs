@@ -38,6 +38,7 @@ pub mod overlay;
 mod real;
 pub mod review;
 pub mod saved;
+pub mod stop;
 pub mod store;
 pub mod textdiff;
 pub mod treecopy;
@@ -62,6 +63,7 @@ pub use git::{host_config_includes, host_hooks_paths};
 pub use layer::{LayerError, SnapshotInfo, MAX_SNAPSHOTS};
 pub use listing::{left_out_line, Listing};
 pub use overlay::{MountOptions, OverlayError};
+pub use stop::{Leaving, Stop, Stopped};
 pub use store::{
     default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,
     Sandbox, SandboxState, Store, StoreError, UnsavedMark,

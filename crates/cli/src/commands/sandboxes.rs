@@ -318,6 +318,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         host_hooks_paths: host_git_hooks(),
         host_git_includes: host_git_includes(),
         owner_home: owner_home(),
+        stop: Default::default(),
     };
     let mut found = sb.diff(&opts).map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(&sb, &mut found, &owners_files(store));
@@ -456,6 +457,7 @@ fn preview(
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
             owner_home: owner_home(),
+            stop: Default::default(),
         })
         .map_err(|e| review_failed(&args.name, e))?;
     warden_runtime::review::flag_owners_files(sb, &mut changes, &owners_files(store));
@@ -675,6 +677,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
             host_hooks_paths: host_git_hooks(),
             host_git_includes: host_git_includes(),
             owner_home: owner_home(),
+            stop: Default::default(),
         })
         .map_err(|e| review_failed(name, e))?;
     if pending.is_empty() {

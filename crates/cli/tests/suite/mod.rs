@@ -27,6 +27,7 @@ mod daemon_free_space;
 mod daemon_health;
 mod daemon_holds;
 mod daemon_hosts;
+mod daemon_leaving;
 mod daemon_profiles;
 mod daemon_retention;
 mod daemon_starvation;

@@ -10,7 +10,9 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use warden_runtime::review::{self, ReviewError};
-use warden_workspace::{Change, CommitError, DiffError, LayerError, StoreError, WorkspaceRefused};
+use warden_workspace::{
+    Change, CommitError, DiffError, LayerError, Stop, Stopped, StoreError, WorkspaceRefused,
+};
 
 use super::files::relative;
 use super::sandboxes::blocking;
@@ -34,6 +36,30 @@ pub struct ChangesQuery {
 fn filter(path: &str, field: &str) -> Result<Option<PathBuf>, ApiError> {
     let rel = relative(Some(path)).map_err(|e| e.with_field(Some(field)))?;
     Ok((!rel.is_empty()).then(|| PathBuf::from(rel)))
+}
+
+/// The longest one review of the daemon may run, its client still there.
+pub const REVIEW_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
+/// The most entries of a layer one review of the daemon walks: beyond it
+/// the answer would be hundreds of megabytes of JSON nobody reads.
+pub const REVIEW_ENTRIES: u64 = 500_000;
+
+/// What stops a review the daemon runs: its caller leaving (the returned
+/// guard, dropped with the request's future when the connection closes:
+/// axum drops a handler whose client is gone), its time and its entries.
+fn review_stop() -> (Stop, warden_workspace::Leaving) {
+    let (stop, leaving) = Stop::on_leaving();
+    (stop.within(REVIEW_WITHIN).at_most(REVIEW_ENTRIES), leaving)
+}
+
+/// A review stopped before its end: its reason code as its code.
+fn stopped(s: Stopped) -> ApiError {
+    let status = match s {
+        // Nobody reads it: the status says what happened all the same.
+        Stopped::CallerLeft => StatusCode::REQUEST_TIMEOUT,
+        Stopped::TooLong { .. } | Stopped::TooLarge { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    ApiError::new(status, s.code(), s.to_string()).with_reason(Some(s.code()))
 }
 
 /// The sandbox, which must have a layer to review.
@@ -193,6 +219,8 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
         // The layer of a running sandbox changed under the review (a link
         // swapped in is refused, never followed): ask again.
         ReviewError::Diff(e @ DiffError::Read { .. }) => ApiError::conflict(chain(&e)),
+        ReviewError::Diff(DiffError::Stopped(s))
+        | ReviewError::Commit(CommitError::Diff(DiffError::Stopped(s))) => stopped(s),
         ReviewError::Diff(e @ DiffError::TooLong { .. })
         | ReviewError::Commit(CommitError::Diff(e @ DiffError::TooLong { .. })) => {
             ApiError::conflict(chain(&e))
@@ -264,10 +292,12 @@ pub async fn changes(
     query: Result<Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ChangesAnswer>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    // A review holds a thread of the daemon for as long as it runs, which
-    // its client leaving does not shorten: it is one of its token's places
-    // (see [`crate::leases`]) until it has ended, wherever its answer went.
+    // A review holds a thread of the daemon for as long as it runs: it is
+    // one of its token's places (see [`crate::leases`]) until it has ended.
+    // Its client leaving ends it soon after (`_leaving`, dropped with this
+    // future), and it is bounded besides ([`review_stop`]).
     let lease = app.leases.take(&credential, crate::leases::Kind::Review)?;
+    let (stop, _leaving) = review_stop();
     let paths: Vec<PathBuf> = match &q.path {
         Some(p) => filter(p, "/path")?.into_iter().collect(),
         None => Vec::new(),
@@ -277,7 +307,8 @@ pub async fn changes(
     blocking(move || {
         let _lease = lease;
         let sb = layered(&app, &id)?;
-        let changes = review::review(&sb, paths, content, &app.owners_files(), by.as_deref())
+        let owners = app.owners_files();
+        let changes = review::review(&sb, paths, content, &owners, by.as_deref(), &stop)
             .map_err(|e| review_error(e, &id))?;
         let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
         let ignored = changes.iter().filter(|c| c.ignored).count();
@@ -351,6 +382,9 @@ pub async fn commit(
         .with_field(Some("/paths")));
     }
     let counted = reviewers(&caller);
+    // Stopped while it reviews, before anything lands, when its client
+    // leaves; bounded as a review is.
+    let (stop, _leaving) = review_stop();
     blocking(move || {
         let sb = layered(&app, &id)?;
         let report = review::commit(
@@ -367,6 +401,7 @@ pub async fn commit(
             },
             &app.owners_files(),
             &counted,
+            &stop,
         )
         .map_err(|e| review_error(e, &id))?;
         Ok(Json(CommitAnswer {

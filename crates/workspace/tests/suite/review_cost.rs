@@ -13,12 +13,19 @@
 //! one-line edit in a file of any length (up to 8 MiB) is shown exactly. The budget goes to the smallest
 //! changes first, so that a flood of large files cannot push a small edit
 //! out of the review.
+//!
+//! A review stops before its end when its caller leaves, and past its
+//! bounds of entries and time, with an error saying which (a door's
+//! caller asking and hanging up over and over never keeps the host's
+//! threads walking for nobody).
 
 use crate::common::TempDir;
 use std::fs;
 use std::time::{Duration, Instant};
 use warden_workspace::textdiff::{FILE_DEADLINE, REVIEW_BUDGET};
-use warden_workspace::{Change, Content, CreateOptions, Cut, DiffOptions, Store, NOT_SHOWN};
+use warden_workspace::{
+    Change, Content, CreateOptions, Cut, DiffError, DiffOptions, Stop, Stopped, Store, NOT_SHOWN,
+};
 
 #[test]
 fn a_layer_of_many_quadratic_files_is_reviewed_within_the_budget_and_says_what_was_cut() {
@@ -274,4 +281,52 @@ fn a_flood_of_large_rewrites_does_not_push_a_two_line_edit_out_of_the_review() {
         .collect();
     assert!(!cut.is_empty(), "the flood outlasts the budget");
     assert!(cut.iter().all(|c| not_shown(c)));
+}
+
+#[test]
+fn a_review_stops_when_its_caller_leaves_or_passes_its_entries_or_its_time() {
+    let state = TempDir::new("stop-state");
+    let real = TempDir::new("stop-real");
+    let store = Store::open(state.path()).expect("open store");
+    let sb = store
+        .create("t", &CreateOptions::new(real.path()))
+        .expect("create sandbox");
+    for d in 0..4 {
+        let dir = sb.upper().join(format!("d{d}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..50 {
+            fs::write(dir.join(format!("f{f}")), "x\n").unwrap();
+        }
+    }
+    let with = |stop: Stop| DiffOptions {
+        stop,
+        ..DiffOptions::default()
+    };
+    // Unbounded, and within its bounds: the whole layer.
+    assert_eq!(sb.diff(&DiffOptions::default()).expect("diff").len(), 204);
+    let roomy = Stop::default().at_most(204).within(Duration::from_secs(60));
+    assert_eq!(sb.diff(&with(roomy)).expect("diff").len(), 204);
+    // Past its entries: an error with its reason code, never a part of
+    // the layer shown as the whole.
+    let small = sb.diff(&with(Stop::default().at_most(100)));
+    assert!(
+        matches!(
+            small,
+            Err(DiffError::Stopped(Stopped::TooLarge { most: 100 }))
+        ),
+        "{small:?}"
+    );
+    let late = sb.diff(&with(Stop::default().within(Duration::ZERO)));
+    match late {
+        Err(DiffError::Stopped(s)) => assert_eq!(s.code(), "review_too_long"),
+        other => panic!("{other:?}"),
+    }
+    // Its caller gone: stopped, whatever its bounds.
+    let (stop, leaving) = Stop::on_leaving();
+    drop(leaving);
+    let left = sb.diff(&with(stop));
+    assert!(
+        matches!(left, Err(DiffError::Stopped(Stopped::CallerLeft))),
+        "{left:?}"
+    );
 }
