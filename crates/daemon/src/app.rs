@@ -97,6 +97,9 @@ pub struct App {
     pub pool_demand: Demand,
     /// The dashboard's browser sessions.
     pub sessions: crate::session::Sessions,
+    /// Every MCP endpoint's sessions: who began each, and the token each
+    /// counts against (see [`crate::mcp::http::Bindings`]).
+    pub mcp_sessions: crate::mcp::http::Bindings,
     /// What each sandbox's audit log counts (denials, violations).
     pub tallies: crate::tally::Tallies,
     /// The long-lived answers tokens hold open (see [`crate::leases`]).
@@ -141,6 +144,7 @@ impl App {
             pending: Default::default(),
             pools: settings.pools,
             sessions: Default::default(),
+            mcp_sessions: Default::default(),
             tallies: Default::default(),
             pool_wake: tokio::sync::Notify::new(),
             pool_demand: Default::default(),

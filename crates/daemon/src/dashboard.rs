@@ -133,7 +133,32 @@ async fn login(
             ));
         }
     };
-    let (id, s) = app.sessions.open(&row.id, warden_runtime::state::now_ms());
+    // Counted against the token behind it, as its other places are.
+    let behind = app.leases.behind(&row.id);
+    let (id, s) = match app
+        .sessions
+        .open(&row.id, &behind, warden_runtime::state::now_ms())
+    {
+        Ok(opened) => opened,
+        Err(e) => {
+            let why = e.to_string();
+            let route = auth::Route {
+                method: "POST",
+                path: "/login",
+                scope: None,
+                data: false,
+            };
+            let caller = auth::Caller::Token(row.clone());
+            app.record_denial(&caller, &route, &format!("browser session: {why}"));
+            let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions", why)
+                .with_details(serde_json::json!({
+                    "bound": "per_daemon",
+                    "limit": session::MAX_SESSIONS,
+                }));
+            e.retry_after = Some(crate::error::BUSY_RETRY_AFTER);
+            return Err(e);
+        }
+    };
     let cookie = HeaderValue::from_str(&session::set_cookie(&id))
         .map_err(|e| ApiError::internal(format!("cannot make the session cookie: {e}")))?;
     let answer = serde_json::json!({

@@ -17,6 +17,13 @@
 //! other port reads, and is given out only at login. Sessions hold the
 //! token's id, not the token: revoking the token ends its sessions at
 //! their next request.
+//!
+//! Sessions are counted against the token behind the one that logged in
+//! (the token that made it over the API, or the one a per-sandbox token
+//! was minted for, up to the one the owner made: [`crate::leases`]'s
+//! `behind`), so that a brood of child tokens logging in does not
+//! multiply one token's share. A full daemon never ends another token's
+//! session to make room: the login is refused instead.
 
 use axum::http::{HeaderMap, Method, Uri};
 use sha2::{Digest, Sha256};
@@ -32,18 +39,23 @@ pub const COOKIE: &str = "warden_session";
 pub const CSRF_HEADER: &str = "x-warden-csrf";
 /// How long a session lasts without a new login.
 pub const LIFETIME_MS: u64 = 12 * 3600 * 1000;
-/// Sessions kept at most; the oldest goes first.
-const MAX_SESSIONS: usize = 256;
-/// Sessions of one token kept at most: a new login with a token that has
-/// as many drops that token's oldest, so that logging in over and over
-/// with one token (any token holder can) never pushes out another's.
-const MAX_PER_TOKEN: usize = 16;
+/// Sessions kept at most: past it a login is refused, never another
+/// token's session ended.
+pub const MAX_SESSIONS: usize = 256;
+/// Sessions of one token (with the tokens made by it or minted for it)
+/// kept at most: a new login past it drops that token's own oldest, so
+/// that logging in over and over (any token holder can) never pushes out
+/// another's.
+pub const MAX_PER_TOKEN: usize = 16;
 
 /// One logged-in browser.
 #[derive(Debug, Clone)]
 pub struct Session {
     /// The token it logged in with (its id; the secret is not kept).
     pub token_id: String,
+    /// The token it is counted against: `token_id`'s maker at the top,
+    /// or the token it was minted for.
+    pub counted_as: String,
     /// What a state-changing request must carry in [`CSRF_HEADER`].
     pub csrf: String,
     pub created_ms: u64,
@@ -60,6 +72,8 @@ pub enum SessionError {
     NoOrigin,
     #[error("the request lacks the session's CSRF token in the X-Warden-CSRF header (the dashboard sends it with every request; POST /login gives it)")]
     Csrf,
+    #[error("the daemon keeps {MAX_SESSIONS} browser sessions, the most it keeps, none of them this token's: log out of another browser, or try again when one expires")]
+    Full,
 }
 
 fn hash(secret: &str) -> String {
@@ -75,39 +89,42 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// A new session for `token_id`: the cookie's value and the session.
-    pub fn open(&self, token_id: &str, now_ms: u64) -> (String, Session) {
+    /// A new session for `token_id`, counted against `counted_as` (the
+    /// token behind it): the cookie's value and the session. Past the
+    /// token's bound its own oldest session ends; a full daemon ends the
+    /// token's own oldest if it has one, else refuses ([`SessionError::Full`]).
+    pub fn open(
+        &self,
+        token_id: &str,
+        counted_as: &str,
+        now_ms: u64,
+    ) -> Result<(String, Session), SessionError> {
         let id = format!("{}{}", random_id(16), random_id(16));
         let session = Session {
             token_id: token_id.to_string(),
+            counted_as: counted_as.to_string(),
             csrf: format!("{}{}", random_id(16), random_id(16)),
             created_ms: now_ms,
         };
-        if let Ok(mut map) = self.map.lock() {
-            map.retain(|_, s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS);
-            let mut own: Vec<(String, u64)> = map
-                .iter()
-                .filter(|(_, s)| s.token_id == token_id)
-                .map(|(k, s)| (k.clone(), s.created_ms))
-                .collect();
-            own.sort_by_key(|(_, created)| *created);
-            let extra = (own.len() + 1).saturating_sub(MAX_PER_TOKEN);
-            for (k, _) in own.into_iter().take(extra) {
-                map.remove(&k);
-            }
-            while map.len() >= MAX_SESSIONS {
-                let oldest = map
-                    .iter()
-                    .min_by_key(|(_, s)| s.created_ms)
-                    .map(|(k, _)| k.clone());
-                match oldest {
-                    Some(k) => map.remove(&k),
-                    None => break,
-                };
-            }
-            map.insert(hash(&id), session.clone());
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS);
+        let mut own: Vec<(String, u64)> = map
+            .iter()
+            .filter(|(_, s)| s.counted_as == counted_as)
+            .map(|(k, s)| (k.clone(), s.created_ms))
+            .collect();
+        own.sort_by_key(|(_, created)| *created);
+        let over_own = (own.len() + 1).saturating_sub(MAX_PER_TOKEN);
+        let over_all = (map.len() + 1).saturating_sub(MAX_SESSIONS);
+        let extra = over_own.max(over_all);
+        if extra > own.len() {
+            return Err(SessionError::Full);
         }
-        (id, session)
+        for (k, _) in own.into_iter().take(extra) {
+            map.remove(&k);
+        }
+        map.insert(hash(&id), session.clone());
+        Ok((id, session))
     }
 
     /// The session a cookie's value names, if it is alive.
@@ -319,7 +336,7 @@ mod tests {
     #[test]
     fn a_session_is_found_by_its_cookie_only_until_it_expires_or_closes() {
         let s = Sessions::default();
-        let (id, session) = s.open("tok1", 1000);
+        let (id, session) = s.open("tok1", "tok1", 1000).unwrap();
         assert_eq!(s.get(&id, 2000).unwrap().token_id, "tok1");
         assert!(s.get(&format!("{id}x"), 2000).is_none());
         assert!(s.get(&id, 1000 + LIFETIME_MS).is_none());
@@ -331,8 +348,8 @@ mod tests {
         let planted = headers(&[("cookie", &format!("{COOKIE}=x; a=b; {COOKIE}={id}"))]);
         let found = s.find(&cookies(&planted), Some(&session.csrf), 2000);
         assert!(found.is_none(), "closed");
-        let (id2, s2) = s.open("tok2", 1000);
-        let (id3, s3) = s.open("tok3", 1000);
+        let (id2, s2) = s.open("tok2", "tok2", 1000).unwrap();
+        let (id3, s3) = s.open("tok3", "tok3", 1000).unwrap();
         let both = vec![id2.clone(), id3.clone()];
         assert_eq!(s.find(&both, Some(&s3.csrf), 2000).unwrap().0, id3);
         assert_eq!(s.find(&both, Some(&s2.csrf), 2000).unwrap().0, id2);
@@ -342,21 +359,50 @@ mod tests {
     #[test]
     fn one_token_logging_in_again_and_again_drops_only_its_own_oldest() {
         let s = Sessions::default();
-        let (person, _) = s.open("admin", 1);
+        let (person, _) = s.open("admin", "admin", 1).unwrap();
         let first: Vec<String> = (0..MAX_PER_TOKEN as u64)
-            .map(|i| s.open("agent", 10 + i).0)
+            .map(|i| s.open("agent", "agent", 10 + i).unwrap().0)
             .collect();
         for i in 0..(2 * MAX_SESSIONS as u64) {
-            s.open("agent", 100 + i);
+            s.open("agent", "agent", 100 + i).unwrap();
         }
         assert!(s.get(&person, 2000).is_some());
         assert!(first.iter().all(|id| s.get(id, 2000).is_none()));
     }
 
     #[test]
+    fn a_brood_of_child_tokens_shares_its_makers_bound_and_never_ends_anothers_session() {
+        let s = Sessions::default();
+        let (person, _) = s.open("admin", "admin", 1).unwrap();
+        // 300 children of "agent", each logging in once.
+        for i in 0..300u64 {
+            s.open(&format!("child-{i}"), "agent", 10 + i).unwrap();
+        }
+        assert!(s.get(&person, 2000).is_some());
+        let counted = s.map.lock().unwrap();
+        let agents = counted.values().filter(|x| x.counted_as == "agent").count();
+        assert_eq!(agents, MAX_PER_TOKEN);
+        drop(counted);
+        // A daemon full of other tokens' sessions refuses a new token's
+        // login rather than end one of theirs.
+        let full = Sessions::default();
+        for t in 0..(MAX_SESSIONS / MAX_PER_TOKEN) {
+            for i in 0..MAX_PER_TOKEN as u64 {
+                full.open(&format!("t{t}"), &format!("t{t}"), i).unwrap();
+            }
+        }
+        assert_eq!(
+            full.open("late", "late", 50).err(),
+            Some(SessionError::Full)
+        );
+        // One of the daemon's tokens logging in again ends its own oldest.
+        assert!(full.open("t0", "t0", 60).is_ok());
+    }
+
+    #[test]
     fn a_state_change_needs_the_csrf_token_and_the_own_origin() {
         let s = Sessions::default();
-        let (_, session) = s.open("tok1", 1000);
+        let (_, session) = s.open("tok1", "tok1", 1000).unwrap();
         let own = [
             ("host", "127.0.0.1:7000"),
             ("origin", "http://127.0.0.1:7000"),

@@ -128,6 +128,7 @@ mod start_refusals;
 mod substituted_bodies;
 mod supervisor_busy;
 mod teardown;
+mod token_broods;
 mod token_create_quotas;
 mod token_leftovers;
 mod trust_boundary;

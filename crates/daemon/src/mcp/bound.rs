@@ -9,6 +9,16 @@
 //! refusal, and each new session past a bound, is recorded in the
 //! daemon's audit log under its caller (in the same words for another's
 //! session and an unknown one), bounded as every refusal is.
+//!
+//! A session is bound to its caller's credential, but counted against
+//! the token behind it (the token a per-sandbox MCP token was minted for,
+//! the token that made a child over the API, up to the one the owner
+//! made: `Leases::behind`), in one ledger for every MCP endpoint of the
+//! daemon (`/mcp` and each sandbox's `/e2b/.../mcp`): neither minted
+//! tokens, nor children, nor sandboxes multiply one token's share. Past
+//! it the new session is refused; no live session, the token's own or
+//! another's, is ever ended to make room. The owner's sessions are
+//! refused by neither bound.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -28,26 +38,28 @@ const SESSION: &str = "mcp-session-id";
 /// The most live sessions of the daemon's `/mcp`: past it a new one is
 /// refused (never another caller's ended to make room).
 const MOST: usize = 4096;
-/// The most live sessions of one caller: past it its new one is refused
-/// until it ends one or one idles out. A session costs the daemon memory,
-/// and a caller's sessions must not crowd out another's.
-const PER_CALLER: usize = 16;
+/// The most live sessions of one token (with the tokens acting for it or
+/// made by it), over all the daemon's MCP endpoints: past it its new one
+/// is refused until it ends one or one idles out. A session costs the
+/// daemon memory, and a token's sessions must not crowd out another's.
+const PER_TOKEN: usize = 32;
 /// How long the MCP server keeps an unused session (rmcp's default
 /// keep-alive), with a margin: a binding unused for longer is of a
 /// session the server has ended.
 const UNUSED: Duration = Duration::from_secs(300 + 30);
 
-/// Who began each live session: a digest of its caller; and the sessions
-/// being begun (their `initialize` under way), counted by caller.
+/// Who began each live session: a digest of its caller, and the token it
+/// counts against; and the sessions being begun (their `initialize`
+/// under way), counted by that token. One for the whole daemon.
 #[derive(Default)]
-pub(super) struct Bindings {
+pub struct Bindings {
     map: Mutex<Live>,
 }
 
-/// One `/mcp` endpoint's check: its bindings, and where its refusals are
-/// recorded (the daemon's log, at `path`).
+/// One `/mcp` endpoint's check: where its refusals are recorded (the
+/// daemon's log, at `path`); the bindings are the daemon's
+/// (`App::mcp_sessions`).
 pub(super) struct Door {
-    pub bindings: Bindings,
     pub app: Arc<App>,
     pub path: &'static str,
 }
@@ -75,15 +87,24 @@ fn recorded_under(req: &Request) -> Refused<'_> {
     }
 }
 
+/// One live session: who began it, the token it counts against (`None`:
+/// the owner's), when it was last used.
+struct Held {
+    who: [u8; 32],
+    counted: Option<String>,
+    used: Instant,
+}
+
 #[derive(Default)]
 struct Live {
-    sessions: HashMap<String, ([u8; 32], Instant)>,
-    beginning: HashMap<[u8; 32], usize>,
+    sessions: HashMap<String, Held>,
+    beginning: HashMap<String, usize>,
 }
 
 /// Why a new session was refused.
 enum Full {
-    Caller,
+    /// The token behind the caller holds this many.
+    Token(String),
     Daemon,
 }
 
@@ -91,16 +112,19 @@ enum Full {
 /// whether the server made one.
 struct Beginning<'a> {
     bindings: &'a Bindings,
-    who: [u8; 32],
+    counted: Option<String>,
 }
 
 impl Drop for Beginning<'_> {
     fn drop(&mut self) {
+        let Some(counted) = &self.counted else {
+            return;
+        };
         let mut live = self.bindings.map();
-        if let Some(n) = live.beginning.get_mut(&self.who) {
+        if let Some(n) = live.beginning.get_mut(counted) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                live.beginning.remove(&self.who);
+                live.beginning.remove(counted);
             }
         }
     }
@@ -111,29 +135,41 @@ impl Bindings {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hold a place for a new session of `who`, if its bound and the
-    /// daemon's allow one.
-    fn begin(&self, who: [u8; 32], owner: bool) -> Result<Beginning<'_>, Full> {
+    /// Hold a place for a new session counted against `counted` (`None`:
+    /// the owner's, which neither bound refuses), if the token's bound and
+    /// the daemon's allow one.
+    fn begin(&self, counted: Option<String>) -> Result<Beginning<'_>, Full> {
         let mut live = self.map();
-        live.sessions.retain(|_, (_, used)| used.elapsed() < UNUSED);
-        let pending: usize = live.beginning.values().sum();
-        if live.sessions.len() + pending >= MOST {
-            return Err(Full::Daemon);
+        live.sessions.retain(|_, h| h.used.elapsed() < UNUSED);
+        if let Some(token) = &counted {
+            let pending: usize = live.beginning.values().sum();
+            if live.sessions.len() + pending >= MOST {
+                return Err(Full::Daemon);
+            }
+            let mine = live
+                .sessions
+                .values()
+                .filter(|h| h.counted.as_ref() == Some(token))
+                .count()
+                + live.beginning.get(token).copied().unwrap_or(0);
+            if mine >= PER_TOKEN {
+                return Err(Full::Token(token.clone()));
+            }
+            *live.beginning.entry(token.clone()).or_default() += 1;
         }
-        let mine = live.sessions.values().filter(|(w, _)| *w == who).count()
-            + live.beginning.get(&who).copied().unwrap_or(0);
-        if !owner && mine >= PER_CALLER {
-            return Err(Full::Caller);
-        }
-        *live.beginning.entry(who).or_default() += 1;
         Ok(Beginning {
             bindings: self,
-            who,
+            counted,
         })
     }
 
-    fn begun(&self, session: String, who: [u8; 32]) {
-        self.map().sessions.insert(session, (who, Instant::now()));
+    fn begun(&self, session: String, who: [u8; 32], counted: Option<String>) {
+        let held = Held {
+            who,
+            counted,
+            used: Instant::now(),
+        };
+        self.map().sessions.insert(session, held);
     }
 
     /// Whether `session` was begun by `who` (and mark it used).
@@ -141,8 +177,8 @@ impl Bindings {
         use subtle::ConstantTimeEq;
         let mut live = self.map();
         match live.sessions.get_mut(session) {
-            Some((began, used)) if bool::from(began.ct_eq(who)) => {
-                *used = Instant::now();
+            Some(h) if bool::from(h.who.ct_eq(who)) => {
+                h.used = Instant::now();
                 true
             }
             _ => false,
@@ -176,6 +212,26 @@ fn caller_of(req: &Request) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// The token a new session counts against: the token behind the caller's
+/// (see the module's comment); for the E2B door's per-sandbox MCP, whose
+/// door checked the caller, the token behind the one its MCP token stands
+/// for. `None` for the owner.
+fn counted_as(app: &App, req: &Request) -> Option<String> {
+    let token = match req.extensions().get::<Caller>() {
+        Some(Caller::Owner) => return None,
+        Some(Caller::Token(t)) => t.id.clone(),
+        None => match req.extensions().get::<RecordedAs>() {
+            Some(r) => r.0.clone(),
+            // Neither: the credential itself, as its own holder.
+            None => {
+                let who = caller_of(req);
+                return Some(who.iter().map(|b| format!("{b:02x}")).collect());
+            }
+        },
+    };
+    Some(app.leases.behind(&token))
+}
+
 /// The answer to a session that is not the caller's: the MCP server's
 /// own answer to an unknown session, word for word.
 fn missing() -> Response {
@@ -192,9 +248,9 @@ const NOT_HELD: &str = "MCP session: the Mcp-Session-Id is not one of this calle
 /// by removing something: a session bound passes when a session ends).
 fn refused(full: &Full) -> (StatusCode, String) {
     match full {
-        Full::Caller => (
+        Full::Token(token) => (
             StatusCode::TOO_MANY_REQUESTS,
-            format!("this caller has {PER_CALLER} MCP sessions open, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one idle out"),
+            format!("token {token} (with the tokens acting for it or made by it) has {PER_TOKEN} MCP sessions open over the daemon's MCP endpoints, the most one token may: end one (DELETE /mcp with its Mcp-Session-Id) or let one idle out"),
         ),
         Full::Daemon => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -207,8 +263,8 @@ fn refused_answer(full: &Full, (status, message): (StatusCode, String)) -> Respo
     let mut e = crate::error::ApiError::new(status, "too_many_sessions", message);
     e = match full {
         // The caller's own: it passes when the caller ends one.
-        Full::Caller => {
-            e.with_details(serde_json::json!({ "bound": "per_token", "limit": PER_CALLER }))
+        Full::Token(_) => {
+            e.with_details(serde_json::json!({ "bound": "per_token", "limit": PER_TOKEN }))
         }
         // Filled by every caller's sessions, which end without this one.
         Full::Daemon => {
@@ -221,10 +277,9 @@ fn refused_answer(full: &Full, (status, message): (StatusCode, String)) -> Respo
 
 /// The middleware: see the module's comment.
 pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Next) -> Response {
-    let bindings = &door.bindings;
+    let bindings = &door.app.mcp_sessions;
     let route = Route::refused_at(req.method(), door.path);
     let who = caller_of(&req);
-    let owner = matches!(req.extensions().get::<Caller>(), Some(Caller::Owner));
     let named = req
         .headers()
         .get(SESSION)
@@ -233,7 +288,8 @@ pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Nex
         None => {
             // A session begins here (an `initialize`), within the caller's
             // bound and the daemon's: bound to its caller as its ID leaves.
-            let _place = match bindings.begin(who, owner) {
+            let counted = counted_as(&door.app, &req);
+            let _place = match bindings.begin(counted.clone()) {
                 Ok(place) => place,
                 Err(full) => {
                     let said = refused(&full);
@@ -244,7 +300,7 @@ pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Nex
             };
             let res = next.run(req).await;
             if let Some(id) = res.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
-                bindings.begun(id.to_string(), who);
+                bindings.begun(id.to_string(), who, counted);
             }
             return res;
         }
@@ -267,10 +323,14 @@ pub(super) async fn layer(State(door): State<Arc<Door>>, req: Request, next: Nex
 mod tests {
     use super::*;
 
-    fn begin_and_bind(b: &Bindings, who: [u8; 32], id: &str) -> bool {
-        match b.begin(who, false) {
+    fn tok(t: &str) -> Option<String> {
+        Some(t.to_string())
+    }
+
+    fn begin_and_bind(b: &Bindings, who: [u8; 32], counted: Option<String>, id: &str) -> bool {
+        match b.begin(counted.clone()) {
             Ok(place) => {
-                b.begun(id.to_string(), who);
+                b.begun(id.to_string(), who, counted);
                 drop(place);
                 true
             }
@@ -279,35 +339,58 @@ mod tests {
     }
 
     #[test]
-    fn a_caller_past_its_bound_is_refused_and_another_callers_session_stays() {
+    fn a_token_past_its_bound_is_refused_and_another_tokens_session_stays() {
         let b = Bindings::default();
         let (greedy, other) = ([1u8; 32], [2u8; 32]);
-        assert!(begin_and_bind(&b, other, "theirs"));
-        for i in 0..PER_CALLER {
-            assert!(begin_and_bind(&b, greedy, &format!("s{i}")));
+        assert!(begin_and_bind(&b, other, tok("b"), "theirs"));
+        for i in 0..PER_TOKEN {
+            assert!(begin_and_bind(&b, greedy, tok("a"), &format!("s{i}")));
         }
-        assert!(!begin_and_bind(&b, greedy, "one-more"));
+        assert!(!begin_and_bind(&b, greedy, tok("a"), "one-more"));
         assert!(b.holds("theirs", &other));
         // Ending one of its own makes room for it.
         b.ended("s0");
-        assert!(begin_and_bind(&b, greedy, "again"));
+        assert!(begin_and_bind(&b, greedy, tok("a"), "again"));
+    }
+
+    #[test]
+    fn credentials_counted_against_one_token_share_its_bound_and_the_owner_is_never_refused() {
+        let b = Bindings::default();
+        // Each session begun by a credential of its own (minted tokens,
+        // children), all counted against token "a".
+        for i in 0..PER_TOKEN {
+            let mut who = [7u8; 32];
+            who[0] = i as u8;
+            assert!(begin_and_bind(&b, who, tok("a"), &format!("s{i}")));
+        }
+        assert!(!begin_and_bind(&b, [8u8; 32], tok("a"), "minted-more"));
+        // A session stays bound to the credential that began it.
+        let mut first = [7u8; 32];
+        first[0] = 0;
+        assert!(b.holds("s0", &first));
+        assert!(!b.holds("s0", &[8u8; 32]));
+        for i in 0..(2 * PER_TOKEN) {
+            assert!(begin_and_bind(&b, [0u8; 32], None, &format!("o{i}")));
+        }
     }
 
     #[test]
     fn a_full_daemon_refuses_a_new_session_rather_than_end_a_live_one() {
         let b = Bindings::default();
         let victim = [9u8; 32];
-        assert!(begin_and_bind(&b, victim, "victim"));
+        assert!(begin_and_bind(&b, victim, tok("victim"), "victim"));
         for i in 0..MOST {
             let mut who = [0u8; 32];
             who[..8].copy_from_slice(&(i as u64).to_le_bytes());
             who[31] = 1;
-            if !begin_and_bind(&b, who, &format!("s{i}")) {
+            if !begin_and_bind(&b, who, Some(format!("t{i}")), &format!("s{i}")) {
                 break;
             }
         }
         assert_eq!(b.map().sessions.len(), MOST);
         assert!(b.holds("victim", &victim), "a live session was ended");
+        // The owner's is still let in.
+        assert!(begin_and_bind(&b, [0u8; 32], None, "owner"));
     }
 
     #[test]
@@ -317,21 +400,25 @@ mod tests {
         let long_ago = Instant::now()
             .checked_sub(UNUSED * 2)
             .unwrap_or_else(Instant::now);
-        for i in 0..PER_CALLER {
-            b.map().sessions.insert(format!("old{i}"), (who, long_ago));
+        for i in 0..PER_TOKEN {
+            let held = Held {
+                who,
+                counted: tok("c"),
+                used: long_ago,
+            };
+            b.map().sessions.insert(format!("old{i}"), held);
         }
-        assert!(begin_and_bind(&b, who, "new"));
+        assert!(begin_and_bind(&b, who, tok("c"), "new"));
     }
 
     #[test]
     fn sessions_being_begun_count_against_the_bound() {
         let b = Bindings::default();
-        let who = [4u8; 32];
-        let places: Vec<_> = (0..PER_CALLER)
-            .map(|_| b.begin(who, false).ok().unwrap())
+        let places: Vec<_> = (0..PER_TOKEN)
+            .map(|_| b.begin(tok("d")).ok().unwrap())
             .collect();
-        assert!(b.begin(who, false).is_err());
+        assert!(b.begin(tok("d")).is_err());
         drop(places);
-        assert!(b.begin(who, false).is_ok());
+        assert!(b.begin(tok("d")).is_ok());
     }
 }

@@ -11,15 +11,11 @@ use std::sync::Arc;
 use super::{Session, Settings};
 use crate::app::App;
 
-pub use super::bound::RecordedAs;
+pub use super::bound::{Bindings, RecordedAs};
 
 /// The session check of an endpoint at `path` (see [`super::bound`]).
 fn bound(app: Arc<App>, path: &'static str) -> Arc<super::bound::Door> {
-    Arc::new(super::bound::Door {
-        bindings: super::bound::Bindings::default(),
-        app,
-        path,
-    })
+    Arc::new(super::bound::Door { app, path })
 }
 
 /// The service mounted at `/mcp`: one [`Session`] per MCP session, ended
