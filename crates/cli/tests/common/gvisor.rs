@@ -34,3 +34,52 @@ pub fn start_gvisor(state: &Path, name: &str, ws: &TempDir, flags: &[&str]) {
     ok(&warden(state, &args));
     ok(&warden(state, &["start", name]));
 }
+
+/// The processes gVisor's kernel runs for the named sandboxes of `state`,
+/// as `runsc ps` lists them on the host (PID, parent's PID, command), by
+/// the state root and container its `runsc run` was started with; empty
+/// when none runs. The host's view: what a process inside sees of the
+/// others is no evidence.
+pub fn processes_inside(state: &Path) -> Vec<(i32, i32, String)> {
+    let marker = state.to_string_lossy().into_owned();
+    let Some((root, id)) = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|e| {
+            e.file_name().to_str()?.parse::<i32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let root = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--root="))
+                .filter(|r| r.contains(&marker))?
+                .to_string();
+            let id = args.last()?.clone();
+            args.iter().any(|a| a == "run").then_some((root, id))
+        })
+    else {
+        return Vec::new();
+    };
+    let out = std::process::Command::new("runsc")
+        .arg(format!("--root={root}"))
+        .args(["ps", &id])
+        .output();
+    let Ok(out) = out else { return Vec::new() };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                cols.get(1)?.parse().ok()?,
+                cols.get(2)?.parse().ok()?,
+                cols.last()?.to_string(),
+            ))
+        })
+        .collect()
+}

@@ -56,6 +56,7 @@ mod frictions;
 mod global_git_include;
 mod gvisor;
 mod gvisor_disk;
+mod gvisor_exec_trees;
 mod gvisor_execs;
 mod gvisor_leftovers;
 mod gvisor_pause;

@@ -306,10 +306,10 @@ fn seccomp() -> Value {
 }
 
 /// One process started by `runsc exec` (its `--process` file): the first
-/// process's definition (`base`: user, capabilities, `no_new_privs`,
-/// limits, environment) with the request's command, started through
-/// `shim` (which loads the first process's filter before it), variables,
-/// directory and terminal.
+/// process's definition (`base`: user, `no_new_privs`, limits,
+/// environment) with the request's command, started through `shim`
+/// (which holds it in a PID namespace of its own and loads the first
+/// process's filter before it), variables, directory and terminal.
 pub fn process(
     base: &Value,
     shim: &Shim,
@@ -339,6 +339,12 @@ pub fn process(
         shim.loaded() && super::shim::loader_variable(kv.split('=').next().unwrap_or(""))
     });
     p["args"] = json!(shim.args(argv, &carried));
+    // For the shim alone, to make the command's PID namespace: it gives
+    // both up, from every set, before its filter and the command (see
+    // `hold`); the first process keeps none.
+    let given = super::hold::GIVEN;
+    p["capabilities"] = json!({"bounding": given, "effective": given, "permitted": given,
+                               "inheritable": [], "ambient": []});
     p["env"] = json!(merged);
     p["terminal"] = json!(terminal);
     if let Some(c) = cwd {

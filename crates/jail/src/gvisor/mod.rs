@@ -16,6 +16,7 @@
 pub mod bundle;
 mod ended;
 mod fill;
+mod hold;
 mod kept;
 mod leftovers;
 mod limits;

@@ -6,10 +6,12 @@
 //! gVisor's file server then carries to the host. Each later process is
 //! therefore started as this shim (`warden-gvisor-exec`, shown read-only at
 //! [`INSIDE`] with the host libraries it links), which sets
-//! `no_new_privs`, loads [`PROGRAM`] (the first process's rules,
+//! `no_new_privs`, makes the command a PID namespace of its own (see
+//! [`super::hold`]), loads [`PROGRAM`] (the first process's rules,
 //! [`crate::seccomp::GVISOR_RULES`]) inside gVisor's kernel and only then
 //! executes the command, so that the command and everything it starts
-//! carry the filter as the first process's tree does. The host side holds
+//! carry the filter as the first process's tree does, and stay where its
+//! kill reaches them. The host side holds
 //! the same line whatever gVisor's kernel does (see `gvisor::modes`).
 //!
 //! The shim never runs a command without its filter: any step that fails
@@ -30,7 +32,7 @@ pub const BINARY: &str = "warden-gvisor-exec";
 
 /// The status the shim ends with when it cannot run the command with its
 /// filter (as `env` and `timeout` say of themselves: 125).
-pub const FAILED: i32 = 125;
+pub const FAILED: i32 = super::hold::FAILED;
 
 /// Why the shim could not run the command.
 #[derive(Debug, thiserror::Error)]
@@ -41,10 +43,10 @@ pub enum ShimError {
     NoFilter,
     #[error("cannot set no_new_privs")]
     NoNewPrivs(#[source] std::io::Error),
-    #[error("cannot load the sandbox's seccomp filter")]
-    Filter(#[source] std::io::Error),
     #[error("cannot execute {0}")]
     Exec(String, #[source] std::io::Error),
+    #[error("cannot hold the command's processes")]
+    Hold(#[source] super::hold::HoldError),
 }
 
 impl ShimError {
@@ -115,32 +117,20 @@ pub fn run(args: &[OsString], env: Vec<(OsString, OsString)>) -> ShimError {
         .filter(|w| w[0] == SET)
         .map(|w| &w[1])
         .collect();
-    let Some(filter) = crate::sys::sock_filters(PROGRAM) else {
+    if crate::sys::sock_filters(PROGRAM).is_none() {
         return ShimError::NoFilter;
-    };
-    let Ok(len) = libc::c_ushort::try_from(filter.len()) else {
-        return ShimError::NoFilter;
-    };
+    }
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return ShimError::NoNewPrivs(std::io::Error::last_os_error());
     }
-    let prog = libc::sock_fprog {
-        len,
-        filter: filter.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at `filter`, a live array of exactly `len`
-    // instructions that outlives the call; the kernel copies the program.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            1 as libc::c_ulong, // SECCOMP_SET_MODE_FILTER
-            0 as libc::c_ulong,
-            &prog as *const libc::sock_fprog,
-        )
-    };
-    if rc != 0 {
-        return ShimError::Filter(std::io::Error::last_os_error());
+    // The command and all it starts in a namespace of their own, held by
+    // an init of the shim's, with the filter and no capability (see
+    // `hold`); the shim itself waits and ends as the command did.
+    match super::hold::enter(PROGRAM) {
+        Err(e) => return ShimError::Hold(e),
+        Ok(super::hold::Role::Outside { init, status }) => super::hold::finish(init, status),
+        Ok(super::hold::Role::Command) => {}
     }
     let name = command[0].to_string_lossy().into_owned();
     let Ok(argv) = command

@@ -7,7 +7,11 @@
 //! to the process and every process it started (its tree, as a process
 //! group's kill reaches a pipeline's members), through runsc; a kill first
 //! stops the tree until no new member appears (a stopped process forks no
-//! more), then kills every member and waits until they are gone.
+//! more), then kills every member and waits until they are gone. The
+//! process is the shim that holds its command in a PID namespace of its
+//! own (`hold`): every process the command started, however it detached
+//! itself, is a descendant of the namespace's init, so in the tree, and
+//! the init's death ends the namespace whatever the walk missed.
 
 use super::runsc::Runsc;
 use std::time::{Duration, Instant};
