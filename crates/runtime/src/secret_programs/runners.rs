@@ -56,6 +56,10 @@ pub(super) struct Runner {
     /// Its `NAME=value` words set variables of the program it runs,
     /// which that program may read as options or code.
     pub(super) assignments: bool,
+    /// It searches directories (its operands before its expression, `/`
+    /// without one) and gives what it finds to the command it runs
+    /// (`find -exec ... {}`, `-execdir`): none may hold a root.
+    pub(super) searches: bool,
     /// Why it is in the table.
     pub(super) why: &'static str,
 }
@@ -68,10 +72,15 @@ const NONE: Runner = Runner {
     operands: None,
     only_if: None,
     assignments: false,
+    searches: false,
     why: "",
 };
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use warden_jail::secrets::PROGRAM_DIR;
+
+use crate::pathwalk::walk;
 
 use super::{is_assignment, paths_in, shell_words, Checker, Refusal, MAX_NESTED, RUNS};
 use Carries::{Command, ShellLine, Split, Unreadable};
@@ -81,10 +90,15 @@ use Carries::{Command, ShellLine, Split, Unreadable};
 pub(super) const RUNNERS: &[Runner] = &[
     Runner {
         names: &["env"],
-        options: &[("-S", Split), ("--split-string", Split)],
+        options: &[
+            ("-S", Split),
+            ("--split-string", Split),
+            ("-C", Unreadable),
+            ("--chdir", Unreadable),
+        ],
         clusters: true,
         assignments: true,
-        why: "env -S splits its string into one more command line, and its assignments set variables the program it runs reads",
+        why: "env -S splits its string into one more command line, env -C moves where the program's relative paths lead, and its assignments set variables the program it runs reads",
         ..NONE
     },
     Runner {
@@ -155,7 +169,8 @@ pub(super) const RUNNERS: &[Runner] = &[
             ("-ok", Command),
             ("-okdir", Command),
         ],
-        why: "find runs the command -exec and -ok give it, up to `;` or `+`",
+        searches: true,
+        why: "find runs the command -exec and -ok give it, up to `;` or `+`, on the files it finds",
         ..NONE
     },
     Runner {
@@ -401,6 +416,10 @@ impl Checker<'_> {
                     words.extend(c.words[1..].iter().cloned());
                     self.line(&words, depth)?;
                 }
+                Command if row.searches => {
+                    self.line(&c.words, depth)?;
+                    self.searched(rest)?;
+                }
                 Command => self.line(&c.words, depth)?,
                 Unreadable => self.unread(RUNS, &c.words.join(" "), row.why)?,
             }
@@ -421,6 +440,39 @@ impl Checker<'_> {
             }
         }
         self.commands(words, depth + 1)
+    }
+
+    /// The directories a search (`find`) starts from, whose files it
+    /// gives the command it runs: none may hold a root, nor lie under one.
+    fn searched(&self, rest: &[String]) -> Result<(), Refusal> {
+        let mut starts: Vec<&str> = rest
+            .iter()
+            .take_while(|w| !w.starts_with(['-', '(', '!', ',']))
+            .map(String::as_str)
+            .collect();
+        if starts.is_empty() {
+            starts.push(".");
+        }
+        for s in starts {
+            let named = self.env.tilde(s).unwrap_or_else(|| s.to_string());
+            let dir = Path::new(PROGRAM_DIR).join(named);
+            let (real, _) = walk(&dir);
+            let found = self
+                .writable
+                .iter()
+                .find(|r| r.starts_with(&dir) || r.starts_with(&real));
+            if let Some(under) = found {
+                return Err(Refusal {
+                    secret: self.secret.to_string(),
+                    what: "a directory it searches and runs a command on what it finds",
+                    path: dir,
+                    under: under.clone(),
+                    unreadable: None,
+                });
+            }
+            self.path(&dir, "a directory it searches")?;
+        }
+        Ok(())
     }
 
     /// A command line given to a runner that cannot be read for certain.

@@ -302,6 +302,7 @@ fn every_way_a_program_is_given_code_or_a_path_is_read_or_refused() {
             .replace("{o}", o.to_str().unwrap())
             .replace("{s}", env_s.to_str().unwrap())
             .replace("{own}", own.to_str().unwrap())
+            .replace("{h}", home.to_str().unwrap())
     };
     let code = |argv: &[&str]| {
         let argv: Vec<String> = argv.iter().map(|a| fill(a)).collect();
@@ -342,6 +343,16 @@ fn every_way_a_program_is_given_code_or_a_path_is_read_or_refused() {
         &["/usr/bin/sqlite3", "/etc/hostname"],
         &["/usr/bin/flock", "/tmp/l", "-c", "pass show x"],
         &["/usr/bin/perl", "-I/usr/share/perl5", "{own}"],
+        &[
+            "/usr/bin/find",
+            "/etc",
+            "-name",
+            "hostname",
+            "-exec",
+            "cat",
+            "{}",
+            ";",
+        ],
     ] {
         assert_eq!(code(argv), Ok(()), "{argv:?}");
     }
@@ -482,6 +493,38 @@ fn attacks() -> Vec<Attack> {
             w,
         ),
         (vec!["/usr/bin/env", "-S", "{o} x"], w),
+        // A search that reaches into a root gives what it finds there to
+        // its command; a directory changed to moves relative paths.
+        (
+            vec![
+                "/usr/bin/find",
+                "{h}",
+                "-name",
+                "x.py",
+                "-exec",
+                "python3",
+                "{}",
+                ";",
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/find",
+                "-name",
+                "x.py",
+                "-execdir",
+                "python3",
+                "x.py",
+                ";",
+            ],
+            w,
+        ),
+        (vec!["/usr/bin/env", "-C", "{h}", "sh", "proj/x.sh"], u),
+        (
+            vec!["/usr/bin/env", "--chdir={h}", "python3", "proj/x.py"],
+            u,
+        ),
         (vec!["/usr/bin/flock", "/tmp/l", "-c", "{o}"], w),
     ]
 }
