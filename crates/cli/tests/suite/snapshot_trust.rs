@@ -54,7 +54,7 @@ fn a_tokens_snapshot_raced_by_the_owners_of_the_same_name_keeps_the_tokens_own_s
     let (d, token) = owner_victim_and_token(state.path(), &secret);
     let t = calls_as(&d, token);
     // A copy that takes a while: the window the owner's save fell in.
-    slow_to_copy(&t, "att", "1G", 60);
+    slow_to_copy(&t, "att", "128M", 60);
     let (mine, theirs) = std::thread::scope(|scope| {
         let mine = scope.spawn(|| {
             t(
