@@ -149,34 +149,27 @@ pub fn idmapped_view(dir: &std::path::Path, map: &SwapMap) -> std::io::Result<Ow
     view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, Some(map), VIEW_ATTRS)
 }
 
-/// The same for `path`, a directory or a single file, never followed
-/// when it is a link itself: a view of a single file is a mount of that
-/// file alone, to attach over a placeholder (a VM's single-file share).
-/// For a VM's helpers: `nodev`, `nosuid` and `noexec`.
+/// The same for `path`, a directory or a single file, opened from `/`
+/// through no symbolic link in any component (`openat2(RESOLVE_NO_SYMLINKS)`):
+/// a view of a single file is a mount of that file alone, to attach over
+/// a placeholder. For a VM's helpers: `nodev`, `nosuid` and `noexec`. A
+/// VM's shares are viewed from the descriptor their launch opened and
+/// checked ([`helper_view_of`]); this is for a path nobody checked yet.
 pub fn idmapped_clone(path: &std::path::Path, map: &SwapMap) -> std::io::Result<OwnedFd> {
-    view_of(
-        path,
-        nix::fcntl::OFlag::O_NOFOLLOW,
-        Some(map),
-        HELPER_VIEW_ATTRS,
-    )
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let source = crate::sys::open_path_no_symlinks(&c)?;
+    view_of_fd(source.as_fd(), Some(map), HELPER_VIEW_ATTRS)
 }
 
-/// A view of the directory `dir` for a VM's helpers (`nodev`, `nosuid`,
-/// `noexec`), idmapped through `map` when there is one: a share they
-/// serve as its owner is handed as such a view too, never as the host's
-/// mount of it (which may allow devices). Needs root (`open_tree`'s
-/// clone); rootless, a helper is warden's own user and gets the directory
-/// itself.
-pub fn helper_view(dir: &std::path::Path, map: Option<&SwapMap>) -> std::io::Result<OwnedFd> {
-    view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, map, HELPER_VIEW_ATTRS)
-}
-
-/// A view of the directory `dir` already opened (the workspace, opened
-/// once and checked to be the sandbox's own directory,
-/// [`crate::open_workspace`]) for a VM's helpers, as [`helper_view`]
-/// makes one: the view is of that very directory, whatever its path
-/// holds by now.
+/// A view of the directory (or single file) `dir` already opened (the
+/// workspace, opened once and checked to be the sandbox's own directory,
+/// [`crate::open_workspace`]; a share, [`crate::open_host_path`]) for a
+/// VM's helpers (`nodev`, `nosuid`, `noexec`), idmapped through `map` when
+/// there is one: the view is of that very file, whatever its path holds
+/// by now. Needs root (`open_tree`'s clone); rootless, a helper is
+/// warden's own user and gets the directory itself.
 pub fn helper_view_of(dir: BorrowedFd<'_>, map: Option<&SwapMap>) -> std::io::Result<OwnedFd> {
     view_of_fd(dir, map, HELPER_VIEW_ATTRS)
 }

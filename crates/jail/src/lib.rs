@@ -55,8 +55,8 @@ pub mod vmnet;
 pub use error::chain_str;
 pub use nix::unistd::Pid;
 pub use sandbox::{
-    open_workspace, run, Attach, Desk, JailError, Network, Outcome, Program, SingleThreaded,
-    SocketSource, NOBODY,
+    open_host_path, open_workspace, run, Attach, Desk, JailError, Network, Outcome, Program,
+    SingleThreaded, SocketSource, NOBODY,
 };
 
 /// The seccomp filter of [`seccomp::RULES`] for the target architecture,

@@ -144,11 +144,11 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     };
     let rootfs = match &fs.rootfs {
         Some(r) => {
-            let r = crate::shares::check_dir("`filesystem.rootfs`", r)?;
+            let (r, id) = crate::shares::check_dir("`filesystem.rootfs`", r)?;
             if !r.join("usr").is_dir() && !r.join("bin").exists() {
                 return Err(VmError::BadRootfs(r));
             }
-            Some(r)
+            Some((r, id))
         }
         None => None,
     };
@@ -163,7 +163,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     sweep_runs(&dir.join("run"));
     let mut degraded = Vec::new();
     let root_image = match &rootfs {
-        Some(tree) => root_image(tree, &kernel, &cache, &mut degraded)?,
+        Some((tree, _)) => root_image(tree, &kernel, &cache, &mut degraded)?,
         None => None,
     };
     let initramfs = crate::image::initramfs(&kernel, &cache, root_image.as_ref().map(|(_, f)| *f))?;
@@ -221,6 +221,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         params,
         shares: Vec::new(),
         rootfs: None,
+        rootfs_id: None,
         root_image: None,
         trust: None,
         run_dir: dir
@@ -252,7 +253,10 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     config.shares = shares;
     match root_image {
         Some((image, _)) => config.root_image = Some(image),
-        None => config.rootfs = rootfs,
+        None => {
+            config.rootfs_id = rootfs.as_ref().map(|(_, id)| *id);
+            config.rootfs = rootfs.map(|(r, _)| r);
+        }
     }
     config.ram = crate::pause::ram_for(&config);
     Ok(Prepared {

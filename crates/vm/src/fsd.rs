@@ -212,6 +212,7 @@ fn access(fsd: &Path, share: &Arc<OwnedFd>) -> warden_jail::vmm::VmmAccess {
     .collect();
     readable.push(fsd.to_path_buf());
     warden_jail::vmm::VmmAccess {
+        readable_dirs: Vec::new(),
         readable,
         writable_dirs: vec![share.clone()],
         // Only the Landlock ruleset is taken from this: virtiofsd builds

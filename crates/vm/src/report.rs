@@ -86,6 +86,7 @@ pub fn report(probe: bool) -> VmReport {
                     params: Vec::new(),
                     shares: Vec::new(),
                     rootfs: None,
+                    rootfs_id: None,
                     root_image: None,
                     run_dir: dir
                         .join("run")

@@ -453,6 +453,7 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     )))
     .map_err(write_err)?;
     let access = warden_jail::vmm::VmmAccess {
+        readable_dirs: Vec::new(),
         readable,
         writable: vec![tmp.to_path_buf()],
         writable_dirs: Vec::new(),

@@ -43,14 +43,38 @@ pub enum ShareError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what} {path} goes through a symbolic link (to {target}): name the real directory")]
+    #[error("{what} {path} goes through a symbolic link (to {target}): name the real directory (share_link)")]
     ThroughSymlink {
         what: &'static str,
         path: PathBuf,
         target: PathBuf,
     },
+    #[error("{what} {path} {why}: it is not shared with the VM (share_changed)")]
+    Changed {
+        what: &'static str,
+        path: PathBuf,
+        why: &'static str,
+    },
     #[error("the VM's kernel command line would hold {len} bytes of warden's parameters (at most {MAX_PARAMS}): bind fewer or shorter paths (their common parent), or use `isolation process`")]
     TooLong { len: usize },
+}
+
+/// The reason code of a share refused because its path goes through a
+/// symbolic link.
+pub const SHARE_LINK: &str = "share_link";
+/// The reason code of a share refused at a launch because its path holds
+/// another file, of another kind or owner, than the one checked.
+pub const SHARE_CHANGED: &str = "share_changed";
+
+impl ShareError {
+    /// The stable reason code of a refusal a door words, if it has one.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            ShareError::ThroughSymlink { .. } => Some(SHARE_LINK),
+            ShareError::Changed { .. } => Some(SHARE_CHANGED),
+            _ => None,
+        }
+    }
 }
 
 /// One host directory (or single file) exported to the guest.
@@ -63,6 +87,26 @@ pub struct Share {
     /// `path` is a regular file, exported alone in a directory of the
     /// VMM's own.
     pub file: bool,
+    /// What `path` was when it was checked: every launch serves it only
+    /// if it still is ([`reopen`]).
+    pub id: Identity,
+}
+
+impl Share {
+    /// The option it comes from, as errors name it.
+    pub fn what(&self) -> &'static str {
+        if self.writable {
+            "`filesystem.read_write`"
+        } else {
+            "`filesystem.read_only`"
+        }
+    }
+
+    /// Its path opened again for a launch, refused unless it is still the
+    /// file checked ([`reopen`]).
+    pub fn reopen(&self) -> Result<std::os::fd::OwnedFd, ShareError> {
+        reopen(self.what(), &self.path, self.id, self.file)
+    }
 }
 
 /// `path`'s bytes in hex (the guest decodes it with [`unhex`]).
@@ -87,31 +131,55 @@ pub fn unhex(s: &str) -> Option<PathBuf> {
     p.is_absolute().then_some(p)
 }
 
+/// What a host path was when it was opened and checked: its inode and
+/// its owner. Every later launch of the VM (a resume from disk, a fork's
+/// copy, a restore from a snapshot) opens the path again and serves it
+/// only if it is still this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A host path opened once, from `/`, through no symbolic link
+/// (`warden_jail::open_host_path`), as an `O_PATH` descriptor, with what
+/// `fstat` said of that descriptor.
+#[derive(Debug)]
+pub struct Opened {
+    pub fd: std::os::fd::OwnedFd,
+    pub id: Identity,
+    pub dir: bool,
+    pub file: bool,
+}
+
 /// `path` as a directory the VMM may export: absolute, without `..`,
 /// without a symbolic link on the way (the guest would see another tree
 /// than the one named), and a directory (9p exports directories only).
-pub fn check_dir(what: &'static str, path: &Path) -> Result<PathBuf, ShareError> {
-    let resolved = check_path(what, path)?;
-    if !resolved.is_dir() {
+pub fn check_dir(what: &'static str, path: &Path) -> Result<(PathBuf, Identity), ShareError> {
+    let (resolved, opened) = check_path(what, path)?;
+    if !opened.dir {
         return Err(ShareError::Refused {
             what,
             path: path.to_path_buf(),
             why: "is not a directory",
         });
     }
-    Ok(resolved)
+    Ok((resolved, opened.id))
 }
 
 /// `path` as a bind the VMM may share: absolute, without `..`, without a
 /// symbolic link on the way, and a directory or a regular file (no
-/// device, socket or pipe). Returns it and whether it is a file.
-pub fn check_bind(what: &'static str, path: &Path) -> Result<(PathBuf, bool), ShareError> {
-    let resolved = check_path(what, path)?;
-    if resolved.is_dir() {
-        return Ok((resolved, false));
-    }
-    if resolved.is_file() {
-        return Ok((resolved, true));
+/// device, socket or pipe). Returns it, whether it is a file, and what it
+/// was when checked.
+pub fn check_bind(
+    what: &'static str,
+    path: &Path,
+) -> Result<(PathBuf, bool, Identity), ShareError> {
+    let (resolved, opened) = check_path(what, path)?;
+    if opened.dir || opened.file {
+        return Ok((resolved, opened.file, opened.id));
     }
     Err(ShareError::Refused {
         what,
@@ -120,9 +188,44 @@ pub fn check_bind(what: &'static str, path: &Path) -> Result<(PathBuf, bool), Sh
     })
 }
 
-/// `path` resolved, refused when relative, with `..`, not UTF-8, missing
-/// or through a symbolic link.
-fn check_path(what: &'static str, path: &Path) -> Result<PathBuf, ShareError> {
+/// `path` opened again when a VMM is launched (a boot, a resume from
+/// disk, a fork's copy, a restore from a snapshot), through no symbolic
+/// link, and served only when it is what was checked (`want`: the same
+/// inode, owner and kind): the descriptor the VMM's view, its Landlock
+/// rule and its root are all made from. Never the stored path trusted.
+pub fn reopen(
+    what: &'static str,
+    path: &Path,
+    want: Identity,
+    file: bool,
+) -> Result<std::os::fd::OwnedFd, ShareError> {
+    let (_, opened) = check_path(what, path)?;
+    let changed = |why| ShareError::Changed {
+        what,
+        path: path.to_path_buf(),
+        why,
+    };
+    if (opened.file, opened.dir) != (file, !file) {
+        return Err(changed(
+            "is no longer the kind of file it was when the sandbox was made",
+        ));
+    }
+    if (opened.id.dev, opened.id.ino) != (want.dev, want.ino) {
+        return Err(changed(
+            "is another file than the one the sandbox was made with (moved or replaced since)",
+        ));
+    }
+    if (opened.id.uid, opened.id.gid) != (want.uid, want.gid) {
+        return Err(changed("has another owner than when the sandbox was made"));
+    }
+    Ok(opened.fd)
+}
+
+/// `path` opened once, refused when relative, with `..`, not UTF-8,
+/// missing or through a symbolic link (in any component: the process
+/// backend's opener, `openat2(RESOLVE_NO_SYMLINKS)`), with its kind and
+/// identity read on the descriptor opened.
+fn check_path(what: &'static str, path: &Path) -> Result<(PathBuf, Opened), ShareError> {
     let refused = |why| ShareError::Refused {
         what,
         path: path.to_path_buf(),
@@ -137,20 +240,37 @@ fn check_path(what: &'static str, path: &Path) -> Result<PathBuf, ShareError> {
     if path.to_str().is_none() {
         return Err(refused("is not valid UTF-8, which the VMM cannot take"));
     }
-    let lexical: PathBuf = path.components().collect();
-    let resolved = std::fs::canonicalize(&lexical).map_err(|source| ShareError::Missing {
+    let (lexical, fd) = warden_jail::open_host_path(what, path).map_err(|e| match e {
+        warden_jail::JailError::ThroughSymlink { path, target, .. } => {
+            ShareError::ThroughSymlink { what, path, target }
+        }
+        warden_jail::JailError::MissingPath { path, source, .. } => {
+            ShareError::Missing { what, path, source }
+        }
+        e => ShareError::Missing {
+            what,
+            path: path.to_path_buf(),
+            source: std::io::Error::other(warden_jail::chain_str(&e)),
+        },
+    })?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| ShareError::Missing {
         what,
         path: lexical.clone(),
-        source,
+        source: e.into(),
     })?;
-    if resolved != lexical {
-        return Err(ShareError::ThroughSymlink {
-            what,
-            path: lexical,
-            target: resolved,
-        });
-    }
-    Ok(resolved)
+    let kind = st.st_mode & nix::libc::S_IFMT;
+    let opened = Opened {
+        fd,
+        id: Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            uid: st.st_uid,
+            gid: st.st_gid,
+        },
+        dir: kind == nix::libc::S_IFDIR,
+        file: kind == nix::libc::S_IFREG,
+    };
+    Ok((lexical, opened))
 }
 
 /// `warden.KEY=VALUE` words for the guest init.
@@ -178,7 +298,7 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
         } else {
             "`filesystem.read_only`"
         };
-        let (path, file) = check_bind(what, &b.path)?;
+        let (path, file, id) = check_bind(what, &b.path)?;
         if let Some(own) = GUEST_OWN
             .iter()
             .find(|o| path == Path::new(o) || (**o != "/" && path.starts_with(o)))
@@ -206,6 +326,7 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
             path,
             writable: b.writable,
             file,
+            id,
         });
     }
     // The workspace is shared too: what it holds of the hidden directories
@@ -302,6 +423,144 @@ mod tests {
         }];
         let refused = binds(&with_volume).unwrap_err().to_string();
         assert!(refused.contains("does not mount volumes"), "{refused}");
+    }
+
+    /// The review's layout (28b, finding 1): a bind `p/sub/data` whose
+    /// parent `p` another sandbox writes, and a root-only `victim/data`
+    /// beside it holding a 0600 secret.
+    struct Race {
+        _dir: tempfile::TempDir,
+        p: PathBuf,
+        bind: PathBuf,
+        victim: PathBuf,
+    }
+
+    impl Race {
+        fn new() -> Race {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::tempdir().unwrap();
+            let top = std::fs::canonicalize(dir.path()).unwrap();
+            let p = top.join("p");
+            let bind = p.join("sub/data");
+            std::fs::create_dir_all(&bind).unwrap();
+            let victim = top.join("victim");
+            std::fs::create_dir_all(victim.join("data")).unwrap();
+            std::fs::write(victim.join("data/secret"), "ROOT-ONLY").unwrap();
+            std::fs::set_permissions(victim.join("data/secret"), PermissionsExt::from_mode(0o600))
+                .unwrap();
+            std::fs::set_permissions(&victim, PermissionsExt::from_mode(0o700)).unwrap();
+            Race {
+                _dir: dir,
+                p,
+                bind,
+                victim,
+            }
+        }
+
+        /// What the sandbox that writes `p` does: `sub` exchanged, in one
+        /// `renameat2(RENAME_EXCHANGE)`, with a link to the victim (again:
+        /// back).
+        fn swap(&self) {
+            if self.p.join("sub.lnk").symlink_metadata().is_err() {
+                std::os::unix::fs::symlink(&self.victim, self.p.join("sub.lnk")).unwrap();
+            }
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                self.p.join("sub"),
+                rustix::fs::CWD,
+                self.p.join("sub.lnk"),
+                rustix::fs::RenameFlags::EXCHANGE,
+            )
+            .unwrap();
+        }
+
+        fn share(&self, writable: bool) -> Share {
+            let fs = FilesystemSpec {
+                binds: vec![warden_policy::Bind {
+                    path: self.bind.clone(),
+                    writable,
+                }],
+                ..spec_of(None)
+            };
+            binds(&fs).unwrap().0.remove(0)
+        }
+    }
+
+    fn spec_of(workspace: Option<PathBuf>) -> FilesystemSpec {
+        FilesystemSpec {
+            rootfs: None,
+            workspace,
+            binds: vec![],
+            tmp_size: 1 << 20,
+            overlay: None,
+            hidden: vec![],
+            runs_on_host: vec![],
+            home: Default::default(),
+            home_at: None,
+            caches: vec![],
+            workdir: None,
+            disk: None,
+            volumes: vec![],
+            workspace_identity: None,
+        }
+    }
+
+    #[test]
+    fn a_link_swapped_into_an_earlier_component_after_the_check_is_refused_at_the_next_launch() {
+        use std::os::unix::fs::MetadataExt;
+        let race = Race::new();
+        for writable in [true, false] {
+            let share = race.share(writable);
+            race.swap();
+            // What a lookup by the path (the old second open) reaches now:
+            // the victim's directory, whose secret the guest read.
+            let followed = std::fs::metadata(&share.path).unwrap();
+            let victim = std::fs::metadata(race.victim.join("data")).unwrap();
+            assert_eq!(
+                (followed.dev(), followed.ino()),
+                (victim.dev(), victim.ino())
+            );
+            let refused = share.reopen().unwrap_err();
+            assert_eq!(refused.reason(), Some(SHARE_LINK), "{refused}");
+            assert!(refused.to_string().contains("p/sub/data"), "{refused}");
+            // And a fresh check of the same path is refused too.
+            let fs = FilesystemSpec {
+                binds: vec![warden_policy::Bind {
+                    path: race.bind.clone(),
+                    writable,
+                }],
+                ..spec_of(None)
+            };
+            assert_eq!(binds(&fs).unwrap_err().reason(), Some(SHARE_LINK));
+            // Swapped back: the very directory checked is served again.
+            race.swap();
+            std::fs::remove_file(race.p.join("sub.lnk")).unwrap();
+            share.reopen().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_share_replaced_by_another_directory_or_kind_or_owner_is_refused_at_the_next_launch() {
+        let race = Race::new();
+        let share = race.share(true);
+        std::fs::rename(&race.bind, race.p.join("sub/data.old")).unwrap();
+        std::fs::create_dir(&race.bind).unwrap();
+        let refused = share.reopen().unwrap_err();
+        assert_eq!(refused.reason(), Some(SHARE_CHANGED), "{refused}");
+        assert!(refused.to_string().contains("another file"), "{refused}");
+        std::fs::remove_dir(&race.bind).unwrap();
+        std::fs::write(&race.bind, "a file now").unwrap();
+        let refused = share.reopen().unwrap_err();
+        assert_eq!(refused.reason(), Some(SHARE_CHANGED), "{refused}");
+        assert!(refused.to_string().contains("kind"), "{refused}");
+        std::fs::remove_file(&race.bind).unwrap();
+        std::fs::rename(race.p.join("sub/data.old"), &race.bind).unwrap();
+        share.reopen().unwrap();
+        if warden_jail::host::is_root() {
+            std::os::unix::fs::chown(&race.bind, Some(65534), Some(65534)).unwrap();
+            let refused = share.reopen().unwrap_err();
+            assert!(refused.to_string().contains("owner"), "{refused}");
+        }
     }
 
     #[test]

@@ -451,6 +451,7 @@ mod tests {
             params: vec![("hostname".into(), "a".into())],
             shares: Vec::new(),
             rootfs: None,
+            rootfs_id: None,
             root_image: None,
             run_dir: dir.join("run"),
             cgroup: None,

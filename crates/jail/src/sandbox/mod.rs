@@ -27,7 +27,7 @@ pub use clone::SingleThreaded;
 pub use error::JailError;
 pub use outcome::Outcome;
 pub(crate) use plan::give_tree;
-pub use plan::open_workspace;
+pub use plan::{open_host_path, open_workspace};
 
 use crate::confine::degraded;
 use crate::host;

@@ -219,6 +219,17 @@ fn rootfs_plan(r: &Path, root_mode: bool) -> Result<RootfsPlan, JailError> {
     Ok(RootfsPlan { path: r, tree })
 }
 
+/// A host path a backend is given besides the workspace (a VM's share or
+/// root tree), opened once from `/` through no symbolic link and no `..`
+/// (`openat2(RESOLVE_NO_SYMLINKS)`), as an `O_PATH` descriptor: the
+/// process backend's own rule for its binds. A backend checks what it
+/// opened on this descriptor and serves, views and confines that, never
+/// the path again: a link swapped into an earlier component afterwards
+/// changes nothing it was given.
+pub fn open_host_path(what: &'static str, p: &Path) -> Result<(PathBuf, OwnedFd), JailError> {
+    resolve_host_path(what, p)
+}
+
 /// The workspace `w`, resolved through no link and checked to be a
 /// directory (and, when `expected` is given, that very directory, by its
 /// device and inode): its path, its descriptor (`O_PATH`: what gets

@@ -38,7 +38,7 @@
 //!    family and no `io_uring` (which could open one), so the VMM has only
 //!    the descriptors it was handed: the channel, the TAP, its files.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 mod log;
@@ -100,11 +100,17 @@ pub struct VmmAccess {
     /// libraries and firmware, the kernel and initramfs, the read-only
     /// shares.
     pub readable: Vec<PathBuf>,
-    /// Directories it reads and writes beneath: the read-write shares.
+    /// Directories it reads and writes beneath, by path (its console log).
     pub writable: Vec<PathBuf>,
+    /// Directories it reads beneath that it is handed as descriptors and
+    /// reaches by no path (a VM's read-only shares and root tree, each
+    /// opened once through no link and checked): a Landlock rule on each,
+    /// on that very directory, and nothing placed in its root.
+    pub readable_dirs: Vec<std::sync::Arc<OwnedFd>>,
     /// Directories it reads and writes beneath that it is handed as
     /// descriptors and reaches by no path (the workspace, opened once and
-    /// checked to be the sandbox's own): a Landlock rule on each, on that
+    /// checked to be the sandbox's own; a VM's read-write shares, opened
+    /// once through no link and checked): a Landlock rule on each, on that
     /// very directory, and nothing placed in its root, so that a
     /// directory swapped in at the workspace's path is not its to write.
     pub writable_dirs: Vec<std::sync::Arc<OwnedFd>>,
@@ -122,15 +128,20 @@ pub struct VmmAccess {
 /// A host file placed at another path of the helper's root.
 #[derive(Debug, Clone)]
 pub struct Placed {
+    /// Its path, for messages only: it is placed and confined by `source`.
     pub host: PathBuf,
+    /// The file opened once (`O_PATH`, through no link) and checked: what
+    /// the root binds (through `/proc/self/fd/N`) and the Landlock rule is
+    /// made on, never `host` looked up again.
+    pub source: std::sync::Arc<OwnedFd>,
     pub inside: PathBuf,
     pub writable: bool,
     /// A detached mount tree of `host` to attach there instead of binding
-    /// `host` itself: an idmapped view ([`crate::identity::idmapped_clone`])
+    /// `host` itself: an idmapped view ([`crate::identity::helper_view_of`])
     /// that shows the file as the helper's own user's, so that it writes
     /// a file of root's or of another account without taking its IDs.
-    /// Landlock's rules still name `host` (they hold on its inode, however
-    /// it is reached).
+    /// Landlock's rule is on `source` (it holds on its inode, however it
+    /// is reached).
     pub view: Option<std::sync::Arc<OwnedFd>>,
 }
 
@@ -156,8 +167,8 @@ pub struct VmmJail {
     groups: Vec<libc::gid_t>,
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
-    /// The placed views the root attaches, open until the helper is
-    /// spawned.
+    /// The placed views the root attaches and the files it binds by their
+    /// descriptors, open until the helper is spawned.
     _views: Vec<std::sync::Arc<OwnedFd>>,
     /// Where the helper's mode changes are judged ([`VmmJail::judge_modes`]):
     /// the filter its child loads, and the supervisor's end of the listener.
@@ -247,6 +258,9 @@ impl VmmJail {
             .iter()
             .map(|p| PlacedPath {
                 host: p.host.clone(),
+                source: p.source.as_raw_fd(),
+                dir: nix::sys::stat::fstat(p.source.as_fd())
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
                 inside: p.inside.clone(),
                 kind: if p.writable { Kind::Write } else { Kind::Read },
                 view: p.view.as_deref().map(AsRawFd::as_raw_fd),
@@ -270,7 +284,7 @@ impl VmmJail {
             _views: access
                 .placed
                 .iter()
-                .filter_map(|p| p.view.clone())
+                .flat_map(|p| p.view.iter().chain([&p.source]).cloned())
                 .collect(),
             modes: None,
         })

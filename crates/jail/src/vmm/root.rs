@@ -74,7 +74,14 @@ enum Step {
 /// must stay open until the helper has been spawned.
 #[derive(Debug, Clone)]
 pub struct PlacedPath {
+    /// Its path on the host, for messages only.
     pub host: PathBuf,
+    /// The file (or directory) opened once, through no link: what is bound
+    /// (as `/proc/self/fd/N`, open in the helper until its exec), never
+    /// `host` looked up again.
+    pub source: RawFd,
+    /// `source` is a directory (read on the descriptor).
+    pub dir: bool,
     pub inside: PathBuf,
     pub kind: Kind,
     pub view: Option<RawFd>,
@@ -189,7 +196,7 @@ impl RootPlan {
             let rel = relative(&p.inside)?;
             parents(at, &rel, &mut made, &mut steps)?;
             let to = at.join(&rel);
-            steps.push(if p.host.is_dir() {
+            steps.push(if p.dir {
                 Step::Dir(cstr(&to)?)
             } else {
                 Step::File(cstr(&to)?)
@@ -201,7 +208,7 @@ impl RootPlan {
                     attrs: attrs(p.kind),
                 },
                 None => Step::Bind {
-                    from: cstr(&p.host)?,
+                    from: cstr(Path::new(&format!("/proc/self/fd/{}", p.source)))?,
                     to: cstr(&to)?,
                     attrs: attrs(p.kind),
                 },

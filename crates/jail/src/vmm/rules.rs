@@ -60,13 +60,6 @@ pub(crate) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
     for p in &access.writable {
         add(p, all, rw_file)?;
     }
-    for p in &access.placed {
-        if p.writable {
-            add(&p.host, all, rw_file)?;
-        } else {
-            add(&p.host, read, read_file)?;
-        }
-    }
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     for p in access
         .devices
@@ -78,15 +71,35 @@ pub(crate) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
             add(p, device, device)?;
         }
     }
-    for dir in &access.writable_dirs {
+    // What it is handed as descriptors, opened once through no link and
+    // checked: the rule is on that very file, whatever its path holds by
+    // now (a link swapped into an earlier component of a share's path
+    // after its check gives the helper no right on where it points).
+    let mut add_fd = |fd: &OwnedFd, dir_access, file_access| -> Result<(), VmmJailError> {
+        let is_dir = nix::sys::stat::fstat(fd.as_fd())
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let access = if is_dir { dir_access } else { file_access };
         ruleset
             .as_mut()
-            .add_rule(PathBeneath::new(dir.as_fd(), all))
+            .add_rule(PathBeneath::new(fd.as_fd(), access))
             .map(drop)
             .map_err(|source| VmmJailError::Rule {
-                path: PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())),
+                path: PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
                 source,
-            })?;
+            })
+    };
+    for p in &access.placed {
+        if p.writable {
+            add_fd(&p.source, all, rw_file)?;
+        } else {
+            add_fd(&p.source, read, read_file)?;
+        }
+    }
+    for dir in &access.readable_dirs {
+        add_fd(dir, read, read_file)?;
+    }
+    for dir in &access.writable_dirs {
+        add_fd(dir, all, rw_file)?;
     }
     Option::<OwnedFd>::from(ruleset).ok_or(VmmJailError::NoLandlock)
 }

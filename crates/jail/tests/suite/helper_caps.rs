@@ -32,6 +32,7 @@ fn virtiofsds_jail_leaves_it_exactly_the_capabilities_it_serves_files_with() {
     let dir = std::env::temp_dir().join(format!("warden-helper-caps-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let access = VmmAccess {
+        readable_dirs: Vec::new(),
         // Its program, its libraries and its own /proc status: all beneath /.
         readable: vec![PathBuf::from("/")],
         root: dir.clone(),
@@ -87,6 +88,7 @@ fn in_fsd_jail(
     script: &str,
 ) -> Option<std::process::Output> {
     let access = VmmAccess {
+        readable_dirs: Vec::new(),
         readable: vec![
             PathBuf::from("/usr"),
             PathBuf::from("/lib"),
@@ -362,6 +364,7 @@ fn in_fsd_jail_reading(
     script: &str,
 ) -> Option<std::process::Output> {
     let access = VmmAccess {
+        readable_dirs: Vec::new(),
         readable: ["/usr", "/lib", "/lib64"]
             .iter()
             .map(PathBuf::from)

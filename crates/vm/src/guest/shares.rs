@@ -209,10 +209,108 @@ pub(super) fn mount_binds(binds: &[GuestBind], nine: &str) -> Result<Vec<PathBuf
             mount_file(b, flags, nine)?;
             continue;
         }
-        std::fs::create_dir_all(&b.path).map_err(io_err("create", &b.path))?;
-        mount_fs(&b.tag, &path, "9p", flags, &format!("{nine},cache=none"))?;
+        let point = mount_point(&b.path, false)?;
+        mount(
+            Some(b.tag.as_str()),
+            &fd_path(&point),
+            Some("9p"),
+            flags,
+            Some(format!("{nine},cache=none").as_str()),
+        )
+        .map_err(fs_err("mount", &path))?;
     }
     Ok(writable)
+}
+
+/// `path` of the guest's tree as a place to mount a share on, walked from
+/// `/` one component at a time without following a symbolic link (made
+/// where missing: directories, and at the end an empty file when `file`),
+/// as an `O_PATH` descriptor to mount on through `/proc/self/fd/N`. The
+/// shares are mounted again after a resume from disk, over a tree the
+/// sandbox wrote before its pause: a link it made on the way (`sub ->
+/// /dev/shm/x` in a share above another's path) is refused, never
+/// followed, so a share is mounted at its own path or nowhere.
+fn mount_point(path: &Path, file: bool) -> Result<std::os::fd::OwnedFd, GuestError> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let shown = path.display().to_string();
+    let err = |what| {
+        let shown = shown.clone();
+        move |e: rustix::io::Errno| GuestError::Fs {
+            what,
+            path: shown,
+            source: nix::errno::Errno::from_raw(e.raw_os_error()),
+        }
+    };
+    let at = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir =
+        rustix::fs::open("/", at | OFlags::DIRECTORY, Mode::empty()).map_err(err("open"))?;
+    let names: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let leaf_file = file && i + 1 == names.len();
+        let open = |dir: &std::os::fd::OwnedFd| {
+            rustix::fs::openat(
+                dir,
+                *name,
+                if leaf_file {
+                    at
+                } else {
+                    at | OFlags::DIRECTORY
+                },
+                Mode::empty(),
+            )
+        };
+        let next = match open(&dir) {
+            Err(rustix::io::Errno::NOENT) => {
+                let made = if leaf_file {
+                    rustix::fs::openat(
+                        &dir,
+                        *name,
+                        OFlags::WRONLY
+                            | OFlags::CREATE
+                            | OFlags::EXCL
+                            | OFlags::NOFOLLOW
+                            | OFlags::CLOEXEC,
+                        Mode::from_raw_mode(0o644),
+                    )
+                    .map(drop)
+                } else {
+                    rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o755))
+                };
+                match made {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(err("create")(e)),
+                }
+                open(&dir).map_err(err("open"))?
+            }
+            // A link as a directory's component: ENOTDIR with O_DIRECTORY.
+            other => other.map_err(err("open"))?,
+        };
+        let kind = FileType::from_raw_mode(rustix::fs::fstat(&next).map_err(err("open"))?.st_mode);
+        let wanted = if leaf_file {
+            kind == FileType::RegularFile
+        } else {
+            kind == FileType::Directory
+        };
+        if !wanted {
+            // O_PATH | O_NOFOLLOW opens a link itself: never mounted on.
+            return Err(err("mount on")(rustix::io::Errno::LOOP));
+        }
+        dir = next;
+    }
+    Ok(dir)
+}
+
+/// The path through which a mount point opened by [`mount_point`] is
+/// mounted on: that very directory or file, looked up again nowhere.
+fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// A single-file share: its directory (the file alone) mounted aside, the
@@ -230,24 +328,32 @@ fn mount_file(b: &GuestBind, flags: MsFlags, nine: &str) -> Result<(), GuestErro
     )?;
     let name = b.path.file_name().unwrap_or_default();
     let src = staging.join(name);
-    if let Some(parent) = b.path.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err("create", parent))?;
-    }
-    if b.path.symlink_metadata().is_err() {
-        std::fs::write(&b.path, b"").map_err(io_err("create", &b.path))?;
-    }
-    if b.writable {
-        let d = b.path.display().to_string();
+    let d = b.path.display().to_string();
+    let point = mount_point(&b.path, true)?;
+    mount(
+        Some(&src),
+        &fd_path(&point),
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(fs_err("bind", &d))?;
+    if !b.writable {
+        // The bind just made, reached the same way (a remount takes the
+        // flags a bind does not).
+        let top = mount_point(&b.path, true)?;
         mount(
-            Some(&src),
-            &b.path,
             None::<&str>,
-            MsFlags::MS_BIND,
+            &fd_path(&top),
+            None::<&str>,
+            MsFlags::MS_REMOUNT
+                | MsFlags::MS_BIND
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV,
             None::<&str>,
         )
-        .map_err(fs_err("bind", &d))?;
-    } else {
-        bind_read_only(&src, &b.path)?;
+        .map_err(fs_err("make read-only", &d))?;
     }
     umount2(FILE_STAGING, MntFlags::MNT_DETACH).map_err(fs_err("unmount", FILE_STAGING))?;
     std::fs::remove_dir(staging).map_err(io_err("remove", staging))?;
@@ -277,6 +383,38 @@ pub(super) fn hide(hidden: &[PathBuf]) -> Result<(), GuestError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The review's 28b variant 1c, guest side: before a pause the
+    /// sandbox makes a component of a share's mount point a link (to a
+    /// directory of its own choosing); mounting the shares again after
+    /// the resume must refuse it, never mount where it points.
+    #[test]
+    fn a_mount_point_through_a_link_is_refused_and_a_missing_one_is_made_without_following_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let elsewhere = top.join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("data")).unwrap();
+        std::fs::create_dir_all(top.join("q")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, top.join("q/sub")).unwrap();
+        let refused = mount_point(&top.join("q/sub/data"), false).unwrap_err();
+        assert!(refused.to_string().contains("q/sub/data"), "{refused}");
+        std::fs::write(elsewhere.join("target"), "").unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("target"), top.join("q/file")).unwrap();
+        assert!(mount_point(&top.join("q/file"), true).is_err());
+        assert!(mount_point(&top.join("q/sub/new"), false).is_err());
+        assert!(
+            !elsewhere.join("new").exists(),
+            "a directory was made through the link"
+        );
+        // Missing ones are made, and the descriptor is of the very place.
+        use std::os::unix::fs::MetadataExt;
+        let made = mount_point(&top.join("r/s/data"), false).unwrap();
+        let st = rustix::fs::fstat(&made).unwrap();
+        let on_disk = std::fs::metadata(top.join("r/s/data")).unwrap();
+        assert_eq!((st.st_dev, st.st_ino), (on_disk.dev(), on_disk.ino()));
+        mount_point(&top.join("r/s/f.conf"), true).unwrap();
+        assert!(top.join("r/s/f.conf").is_file());
+    }
 
     #[test]
     fn a_bind_parameter_is_read_back_exactly_or_not_at_all() {

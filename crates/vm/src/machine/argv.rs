@@ -315,11 +315,11 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn config() -> Config {
+    pub(in crate::machine) fn config() -> Config {
         Config {
             vmm: PathBuf::from("/usr/bin/qemu-system-x86_64"),
             kernel: PathBuf::from("/k"),
@@ -333,6 +333,7 @@ mod tests {
             params: Vec::new(),
             shares: Vec::new(),
             rootfs: None,
+            rootfs_id: None,
             root_image: None,
             run_dir: PathBuf::from("/run-dir"),
             cgroup: None,

@@ -33,16 +33,52 @@ pub(super) fn vmm_ids(
 pub(super) fn share_swap(
     share: &crate::shares::Share,
     ids: (u32, u32),
-) -> Result<Option<warden_jail::identity::SwapMap>, MachineError> {
-    use std::os::unix::fs::MetadataExt;
+) -> Option<warden_jail::identity::SwapMap> {
     if !share.writable || !warden_jail::host::is_root() {
-        return Ok(None);
+        return None;
     }
-    let m = std::fs::symlink_metadata(&share.path).map_err(|source| MachineError::Open {
-        path: share.path.clone(),
-        source,
-    })?;
-    Ok(warden_jail::identity::SwapMap::new((m.uid(), m.gid()), ids))
+    // The owner read on the descriptor opened and checked (`Share::reopen`
+    // refuses one whose owner changed since), never on the path again.
+    warden_jail::identity::SwapMap::new((share.id.uid, share.id.gid), ids)
+}
+
+/// Each share and the root tree as one launch of the VMM opened them
+/// (a boot, a resume from disk, a fork's copy, a restore from a
+/// snapshot): from `/`, through no symbolic link, and checked to be the
+/// very file the sandbox was made with, of the same kind and owner
+/// (`crate::shares::reopen`). The view each is served through, its
+/// Landlock rule and its place in the VMM's root are all made from these
+/// descriptors, never from the paths again.
+pub(super) struct OpenedShares {
+    /// By the index of `Config::shares`.
+    pub(super) shares: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The `--rootfs` tree served over 9p (none with a root image).
+    pub(super) rootfs: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+impl OpenedShares {
+    pub(super) fn open(cfg: &Config) -> Result<OpenedShares, MachineError> {
+        let shares = cfg
+            .shares
+            .iter()
+            .map(|s| s.reopen().map(std::sync::Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let what = "`filesystem.rootfs`";
+        let rootfs = match cfg.rootfs.as_deref().filter(|_| cfg.root_image.is_none()) {
+            None => None,
+            Some(r) => {
+                let id = cfg.rootfs_id.ok_or(crate::shares::ShareError::Changed {
+                    what,
+                    path: r.to_path_buf(),
+                    why: "was never checked",
+                })?;
+                Some(std::sync::Arc::new(crate::shares::reopen(
+                    what, r, id, false,
+                )?))
+            }
+        };
+        Ok(OpenedShares { shares, rootfs })
+    }
 }
 
 /// An idmapped view of the workspace `dir` (opened and checked) through
@@ -58,34 +94,46 @@ pub(super) fn workspace_view(
     })
 }
 
-/// An idmapped view of `path` (a directory or a single file) through
-/// `swap`, detached, as a descriptor.
-pub(super) fn view(
-    path: &Path,
-    swap: &warden_jail::identity::SwapMap,
+/// A share the VMM serves, opened and checked (`fd`), as a view it cannot
+/// open a device node, honour a set-ID bit or execute in (idmapped
+/// through `swap` when there is one; `warden_jail::identity::helper_view_of`),
+/// whatever the host's mount of it allows: a view of that very file or
+/// directory, whatever its path holds by now. Rootless there is no view
+/// to make (nor a device of another's the VMM could open): the directory
+/// itself, reopened through its descriptor.
+pub(super) fn helper_dir(
+    (path, fd): (&Path, &std::os::fd::OwnedFd),
+    swap: Option<&warden_jail::identity::SwapMap>,
+    open: &dyn Fn(&Path, bool) -> Result<std::os::fd::OwnedFd, MachineError>,
 ) -> Result<std::os::fd::OwnedFd, MachineError> {
-    warden_jail::identity::idmapped_clone(path, swap).map_err(|source| MachineError::Open {
+    use std::os::fd::AsFd;
+    if swap.is_none() && !warden_jail::host::is_root() {
+        return reopen_fd((path, fd), open);
+    }
+    warden_jail::identity::helper_view_of(fd.as_fd(), swap).map_err(|source| MachineError::Open {
         path: path.to_path_buf(),
         source,
     })
 }
 
-/// A directory the VMM serves, as a view it cannot open a device node,
-/// honour a set-ID bit or execute in (idmapped through `swap` when there
-/// is one; `warden_jail::identity::helper_view`), whatever the host's
-/// mount of it allows. Rootless there is no view to make (nor a device of
-/// another's the VMM could open): the directory itself, through `open`.
-pub(super) fn helper_dir(
-    path: &Path,
-    swap: Option<&warden_jail::identity::SwapMap>,
+/// The directory `fd` (an `O_PATH` descriptor opened and checked)
+/// opened for reading through `/proc/self/fd/N`, which reaches that very
+/// directory and looks no path up again; errors name `path`.
+fn reopen_fd(
+    (path, fd): (&Path, &std::os::fd::OwnedFd),
     open: &dyn Fn(&Path, bool) -> Result<std::os::fd::OwnedFd, MachineError>,
 ) -> Result<std::os::fd::OwnedFd, MachineError> {
-    if swap.is_none() && !warden_jail::host::is_root() {
-        return open(path, true);
-    }
-    warden_jail::identity::helper_view(path, swap).map_err(|source| MachineError::Open {
-        path: path.to_path_buf(),
-        source,
+    use std::os::fd::AsRawFd;
+    open(
+        Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        true,
+    )
+    .map_err(|e| match e {
+        MachineError::Open { source, .. } => MachineError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+        e => e,
     })
 }
 
@@ -102,6 +150,7 @@ pub(super) fn vmm_access(
     console: &Path,
     root: &Path,
     workspace: Option<&std::sync::Arc<std::os::fd::OwnedFd>>,
+    opened: &OpenedShares,
     file_views: &[Option<std::sync::Arc<std::os::fd::OwnedFd>>],
 ) -> warden_jail::vmm::VmmAccess {
     let virtiofs = workspace.is_none() && cfg.workspace.is_some();
@@ -125,22 +174,34 @@ pub(super) fn vmm_access(
     readable.push(cfg.kernel.clone());
     readable.push(cfg.initramfs.clone());
     readable.extend(cfg.trust.clone());
-    readable.extend(cfg.rootfs.clone());
     readable.extend(cfg.root_image.clone());
-    readable.extend(
+    // The shares' directories and the root tree are handed as descriptors
+    // and placed nowhere in its root: its Landlock rules are on the
+    // directories opened and checked for this launch.
+    let dirs = |writable: bool| {
         cfg.shares
             .iter()
-            .filter(|s| !s.writable && !s.file)
-            .map(|s| s.path.clone()),
-    );
+            .zip(&opened.shares)
+            .filter(move |(s, _)| s.writable == writable && !s.file)
+            .map(|(_, fd)| fd.clone())
+    };
+    let readable_dirs = dirs(false).chain(opened.rootfs.clone()).collect();
     // A single file is placed alone in a directory of its own (see
-    // `HandedFiles::open`), and nothing else of the host's around it.
-    // A writable one of another owner's is its idmapped view.
+    // `HandedFiles::open`), and nothing else of the host's around it:
+    // bound from its descriptor. A writable one of another owner's is its
+    // idmapped view.
     let mut placed = Vec::new();
-    for (i, s) in cfg.shares.iter().enumerate().filter(|(_, s)| s.file) {
+    for (i, (s, fd)) in cfg
+        .shares
+        .iter()
+        .zip(&opened.shares)
+        .enumerate()
+        .filter(|(_, (s, _))| s.file)
+    {
         let dir = file_share_dir(&cfg.run_dir, s);
         placed.push(warden_jail::vmm::Placed {
             host: s.path.clone(),
+            source: fd.clone(),
             inside: dir.join(s.path.file_name().unwrap_or_default()),
             writable: s.writable,
             view: file_views.get(i).cloned().flatten(),
@@ -151,14 +212,13 @@ pub(super) fn vmm_access(
         readable,
         // The workspace, by the descriptor it is handed (never its path,
         // which may hold another directory by now); over virtio-fs,
-        // virtiofsd serves it: the VMM gets no right on it at all.
-        writable_dirs: workspace.cloned().into_iter().collect(),
-        writable: cfg
-            .shares
-            .iter()
-            .filter(|s| s.writable && !s.file)
-            .map(|s| s.path.clone())
-            .chain([console.to_path_buf()])
+        // virtiofsd serves it: the VMM gets no right on it at all. The
+        // read-write shares likewise, by the descriptors opened for this
+        // launch.
+        writable_dirs: workspace.cloned().into_iter().chain(dirs(true)).collect(),
+        readable_dirs,
+        writable: [console.to_path_buf()]
+            .into_iter()
             .chain(cfg.ram.path().filter(|_| !virtiofs).map(Path::to_path_buf))
             .collect(),
         devices: if cfg.accel == Accel::Kvm {
@@ -210,6 +270,7 @@ impl HandedFiles {
         ids: (u32, u32),
         workspace: Option<(&Path, &std::os::fd::OwnedFd)>,
         swap: Option<&warden_jail::identity::SwapMap>,
+        opened: &OpenedShares,
     ) -> Result<HandedFiles, MachineError> {
         let virtiofs = workspace.is_none() && cfg.workspace.is_some();
         let open = |path: &Path, dir: bool| -> Result<std::os::fd::OwnedFd, MachineError> {
@@ -270,12 +331,11 @@ impl HandedFiles {
         }
         let mut shares = Vec::new();
         let mut file_views = Vec::new();
-        for s in &cfg.shares {
-            let swap = share_swap(s, ids)?;
+        for (s, fd) in cfg.shares.iter().zip(&opened.shares) {
+            let swap = share_swap(s, ids);
             let handed = match (&swap, s.file) {
                 (None, true) => None,
-                (None, false) => Some(helper_dir(&s.path, None, &open)?),
-                (Some(swap), _) => Some(view(&s.path, swap)?),
+                (swap, _) => Some(helper_dir((&s.path, fd), swap.as_ref(), &open)?),
             };
             if s.file {
                 shares.push(None);
@@ -307,19 +367,8 @@ impl HandedFiles {
             // descriptor (or viewed from it): never its path again.
             workspace: workspace
                 .map(|(path, dir)| {
-                    use std::os::fd::AsRawFd;
                     if swap.is_none() && !root {
-                        open(
-                            Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())),
-                            true,
-                        )
-                        .map_err(|e| match e {
-                            MachineError::Open { source, .. } => MachineError::Open {
-                                path: path.to_path_buf(),
-                                source,
-                            },
-                            e => e,
-                        })
+                        reopen_fd((path, dir), &open)
                     } else {
                         workspace_view((path, dir), swap)
                     }
@@ -327,11 +376,13 @@ impl HandedFiles {
                 .transpose()?,
             shares,
             file_views,
+            // The tree opened and checked for this launch, reopened
+            // through its own descriptor: never its path again.
             rootfs: cfg
                 .rootfs
                 .as_deref()
-                .filter(|_| cfg.root_image.is_none())
-                .map(|r| open(r, true))
+                .zip(opened.rootfs.as_deref())
+                .map(|(r, fd)| reopen_fd((r, fd), &open))
                 .transpose()?,
             root_image: cfg
                 .root_image

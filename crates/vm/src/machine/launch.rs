@@ -3,7 +3,7 @@
 //! (the stream loaded, checked, the guest let go).
 
 use super::argv::Handed;
-use super::files::{vmm_access, vmm_ids, workspace_view, HandedFiles};
+use super::files::{vmm_access, vmm_ids, workspace_view, HandedFiles, OpenedShares};
 use super::*;
 
 /// What follows a restore once the guest runs again.
@@ -186,6 +186,13 @@ impl Machine {
             }
             None => None,
         };
+        // Each share and the root tree likewise, opened again for this
+        // launch whatever it is (a boot, a resume from disk, a fork's copy,
+        // a restore from a snapshot): through no link, and served only if
+        // still the very file checked when the sandbox was made (a link or
+        // another directory swapped in since is refused, `share_link` or
+        // `share_changed`); everything below is made from the descriptors.
+        let opened = OpenedShares::open(cfg)?;
         let (ids, swap) = vmm_ids(ws.as_ref().map(|(_, _, owner)| *owner));
         let (served, fs_note) = match (&ws, &cfg.workspace_fs) {
             (Some((ws, dir, _)), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
@@ -215,6 +222,7 @@ impl Machine {
             ids,
             by_vmm.map(|(p, d, _)| (p.as_path(), d.as_ref())),
             swap.as_ref(),
+            &opened,
         )?;
         let ram = if served.is_some() {
             crate::ram::Ram::Anonymous
@@ -253,6 +261,7 @@ impl Machine {
                 &logs.console,
                 &root,
                 by_vmm.map(|(_, d, _)| d),
+                &opened,
                 &files.file_views,
             ),
             cfg.netns.as_deref(),
@@ -483,5 +492,70 @@ impl Drop for Pending {
             }
         }
         crate::fsd::end(&mut self.fsd, Duration::ZERO);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Every launch (a boot, a resume from disk, a fork's copy, a restore
+    /// from a snapshot) goes through `Machine::launch`, which opens the
+    /// shares again before anything is started: a share whose path goes
+    /// through a link swapped in since the sandbox was made (the review's
+    /// 28b resume variant: no race, the paused state waits on disk) is
+    /// refused there, before any VMM runs, and no view, rule or root is
+    /// made of where the link points.
+    #[test]
+    fn a_launch_refuses_a_share_swapped_for_a_link_since_the_sandbox_was_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let bind = top.join("p/sub/data");
+        std::fs::create_dir_all(&bind).unwrap();
+        std::fs::create_dir_all(top.join("victim/data")).unwrap();
+        let fs = warden_policy::FilesystemSpec {
+            rootfs: None,
+            workspace: None,
+            binds: vec![warden_policy::Bind {
+                path: bind.clone(),
+                writable: true,
+            }],
+            tmp_size: 1 << 20,
+            overlay: None,
+            hidden: vec![],
+            runs_on_host: vec![],
+            home: Default::default(),
+            home_at: None,
+            caches: vec![],
+            workdir: None,
+            disk: None,
+            volumes: vec![],
+            workspace_identity: None,
+        };
+        let mut cfg = super::super::argv::tests::config();
+        cfg.shares = crate::shares::binds(&fs).unwrap().0;
+        cfg.run_dir = top.join("run");
+        std::os::unix::fs::symlink(top.join("victim"), top.join("p/sub.lnk")).unwrap();
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            top.join("p/sub"),
+            rustix::fs::CWD,
+            top.join("p/sub.lnk"),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .unwrap();
+        let refused = match Machine::launch(&cfg) {
+            Ok(_) => panic!("a VMM was launched over a swapped share"),
+            Err(e) => e,
+        };
+        assert!(
+            matches!(&refused, MachineError::Share(s) if s.reason() == Some(crate::shares::SHARE_LINK)),
+            "{refused}"
+        );
+        assert!(
+            !cfg.run_dir.join("root").exists(),
+            "the VMM's root was made"
+        );
     }
 }

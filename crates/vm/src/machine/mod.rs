@@ -73,6 +73,11 @@ pub enum MachineError {
     /// refusal and reason code, `workspace_moved`).
     #[error(transparent)]
     Workspace(warden_jail::JailError),
+    /// A share or the root tree is reached through a link now, or is not
+    /// the file checked when the sandbox was made (`share_link`,
+    /// `share_changed`): nothing is served.
+    #[error(transparent)]
+    Share(#[from] crate::shares::ShareError),
     #[error("cannot serve the workspace over virtio-fs")]
     Fsd(#[source] crate::fsd::FsError),
     #[error("cannot create the VMM's channel")]
@@ -149,6 +154,9 @@ pub struct Config {
     /// A `--rootfs` tree, exported read-only as the guest's system
     /// directories instead of the host's `/usr`.
     pub rootfs: Option<PathBuf>,
+    /// What `rootfs` was when it was checked: each launch serves it only
+    /// if it still is (`crate::shares::reopen`).
+    pub rootfs_id: Option<crate::shares::Identity>,
     /// A `--rootfs` tree's read-only image (`crate::rootimage`), attached
     /// as a read-only virtio-blk drive instead of the `root` share.
     pub root_image: Option<PathBuf>,

@@ -68,6 +68,7 @@ pub fn config(id: &str) -> Option<Config> {
         ],
         shares: Vec::new(),
         rootfs: None,
+        rootfs_id: None,
         root_image: None,
         run_dir: dir
             .join("run")
