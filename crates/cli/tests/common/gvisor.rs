@@ -83,3 +83,19 @@ pub fn processes_inside(state: &Path) -> Vec<(i32, i32, String)> {
         })
         .collect()
 }
+
+/// The host PID of runsc's sandbox process (gVisor's kernel) for the
+/// sandboxes of `state`: its command line names runsc's root there.
+pub fn gvisor_kernel(state: &Path) -> Option<i32> {
+    let root = state.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let ours = args.iter().any(|a| a.contains(&root));
+        (ours && args.iter().any(|a| a == "boot")).then_some(pid)
+    })
+}

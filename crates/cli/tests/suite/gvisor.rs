@@ -6,7 +6,7 @@
 //! (not installed, or as a user it cannot serve); the refusal without
 //! runsc is proved everywhere.
 
-use crate::common::gvisor::{gvisor_available, start_gvisor};
+use crate::common::gvisor::{gvisor_available, gvisor_kernel, start_gvisor};
 use crate::common::tcp::Upstream;
 use crate::common::*;
 use std::process::{Command, Stdio};
@@ -260,4 +260,50 @@ fn the_held_attacks_of_selftest_that_apply_are_contained_under_gvisor() {
         .collect();
     assert!(escaped.is_empty(), "escaped under gVisor: {escaped:#?}");
     assert!(report["contained"].as_u64().unwrap() > 0, "{report:#}");
+}
+
+/// Review 25 (residual): a one-shot sandbox whose runsc died under its
+/// command (gVisor's kernel killed, as the OOM killer or a person would)
+/// was reported as the command's own end, status 137 and nothing said;
+/// only a named sandbox told the two apart.
+#[test]
+fn when_gvisors_kernel_dies_under_a_one_shot_command_it_is_said_and_never_the_commands_status() {
+    if !gvisor_available() {
+        return;
+    }
+    let state = TempDir::new("gvisor-oneshot-died");
+    let ws = TempDir::new("gvisor-oneshot-died-ws");
+    let child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--isolation", "gvisor", "-w", ws.str()])
+        .args(["--", "sleep", "30"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut kernel = None;
+    wait_until(
+        "gVisor's kernel runs",
+        std::time::Duration::from_secs(20),
+        || {
+            kernel = gvisor_kernel(state.path());
+            kernel.is_some()
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(kernel.unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 255, "{err}");
+    assert!(err.contains("gVisor's sandbox died"), "{err}");
+    assert!(err.contains("SIGKILL"), "{err}");
+    // A command that ends by the same signal itself is told as its own.
+    let own = run_sh(&["--isolation", "gvisor"], "kill -9 $$");
+    assert_eq!(code(&own), 137, "{}", stderr(&own));
+    assert!(!stderr(&own).contains("died"), "{}", stderr(&own));
 }

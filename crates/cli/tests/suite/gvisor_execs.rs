@@ -4,7 +4,7 @@
 //! kill that reaches them inside. Through the real binary, one sandbox per
 //! test; skipped, with the reason, where runsc cannot run a sandbox here.
 
-use crate::common::gvisor::{gvisor_available, processes_inside, start_gvisor};
+use crate::common::gvisor::{gvisor_available, gvisor_kernel, processes_inside, start_gvisor};
 use crate::common::*;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
@@ -179,22 +179,6 @@ fn orphans_of_execd_commands_are_reaped_and_never_fill_the_process_bound() {
         "after 20 orphans under --pids 16 a command could not fork: {}",
         stderr(&forked)
     );
-}
-
-/// The host PID of runsc's sandbox process (gVisor's kernel) for the
-/// sandboxes of `state`: its command line names runsc's root there.
-fn gvisor_kernel(state: &std::path::Path) -> Option<i32> {
-    let root = state.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let ours = args.iter().any(|a| a.contains(&root));
-        (ours && args.iter().any(|a| a == "boot")).then_some(pid)
-    })
 }
 
 #[test]

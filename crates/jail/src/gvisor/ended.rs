@@ -29,7 +29,7 @@ pub(super) fn wait_first(first: &mut Child, deadline: Option<Instant>) -> Ended 
 }
 
 /// Wait up to `limit` for `child`, then kill it; its status.
-pub(super) fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let start = Instant::now();
     loop {
         match child.try_wait() {
@@ -43,15 +43,55 @@ pub(super) fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::pr
     }
 }
 
+/// Every process of runsc killed and its container deleted: how `runsc
+/// run` ended, and why runsc died under a one-shot command if it did
+/// ([`one_shot_death`]).
+pub(super) fn end_runsc(
+    runsc: &Runsc,
+    first: &mut Child,
+    exits: Option<super::exits::ExitWatch>,
+    cgroup: Option<&crate::cgroup::Cgroup>,
+) -> (Option<std::process::ExitStatus>, Option<String>) {
+    let _ = runsc.kill_all("KILL");
+    let status = wait_bounded(first, Duration::from_secs(10));
+    let died = one_shot_death(exits, super::limits::task_bound_hit(cgroup), status);
+    let _ = runsc.delete();
+    (status, died)
+}
+
+/// Why a one-shot sandbox's runsc died under its command, if it did:
+/// its sandbox process (gVisor's kernel) ended by a signal (see
+/// `exits`), or crashed at the cgroup's bound on host tasks. `runsc run`
+/// answers either as the command's status.
+fn one_shot_death(
+    exits: Option<super::exits::ExitWatch>,
+    bound_hit: bool,
+    status: Option<std::process::ExitStatus>,
+) -> Option<String> {
+    let end = exits.and_then(|e| e.sandbox_end(Duration::from_millis(500)));
+    if let Some(raw) = end.filter(|r| libc::WIFSIGNALED(*r)) {
+        let signal = nix::sys::signal::Signal::try_from(libc::WTERMSIG(raw)).map_or_else(
+            |_| libc::WTERMSIG(raw).to_string(),
+            |s| s.as_str().to_string(),
+        );
+        return Some(format!("its sandbox process was killed by {signal}"));
+    }
+    // The Go runtime's own failure (2) when a thread could not be made.
+    (bound_hit && status.and_then(|s| s.code()) == Some(2))
+        .then(|| "its sandbox process reached its bound on host tasks and crashed".into())
+}
+
 /// The sandbox's outcome, with the process backend's statuses: runsc
 /// answers the first process's status as its own (128 and a logged
 /// reason when it could not start it); `Err`: runsc's reason it never
-/// ran the sandbox.
+/// ran the sandbox. `died`: why runsc died under a one-shot command
+/// ([`one_shot_death`]), never the command's status then.
 pub(super) fn outcome_of(
     ended: Ended,
     status: Option<std::process::ExitStatus>,
     spec: &SandboxSpec,
     runsc: &Runsc,
+    died: Option<String>,
 ) -> Result<Outcome, String> {
     use std::os::unix::process::ExitStatusExt;
     if let Ended::NeverRan(why) = ended {
@@ -60,12 +100,14 @@ pub(super) fn outcome_of(
     if let Ended::Timeout = ended {
         return Ok(Outcome::timed_out(spec));
     }
-    if let Ended::Died = ended {
+    if matches!(ended, Ended::Died) || died.is_some() {
         // Never the status runsc answered for itself as a program's.
-        let why = runsc.last_error().unwrap_or_else(|| match status {
-            Some(s) => format!("runsc ended on its own ({s})"),
-            None => "runsc ended on its own".into(),
-        });
+        let why = died
+            .or_else(|| runsc.last_error())
+            .unwrap_or_else(|| match status {
+                Some(s) => format!("runsc ended on its own ({s})"),
+                None => "runsc ended on its own".into(),
+            });
         return Ok(Outcome {
             status: 255,
             reason: ExitReason::SetupFailed,

@@ -63,3 +63,18 @@ pub(super) fn release(cgroup: Option<crate::cgroup::Cgroup>) -> ResourcePeaks {
         oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
     }
 }
+
+/// Whether a fork of runsc's (gVisor's threads, the ptrace platform's
+/// stubs) failed at the cgroup's bound on host tasks: the Go runtime of
+/// gVisor's kernel cannot live past a thread it could not make.
+pub(super) fn task_bound_hit(cgroup: Option<&crate::cgroup::Cgroup>) -> bool {
+    cgroup.is_some_and(|c| {
+        c.paths().iter().any(|p| {
+            std::fs::read_to_string(p.join("pids.events")).is_ok_and(|t| {
+                t.lines()
+                    .filter_map(|l| l.strip_prefix("max "))
+                    .any(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+            })
+        })
+    })
+}

@@ -15,6 +15,7 @@
 
 pub mod bundle;
 mod ended;
+mod exits;
 mod fill;
 mod hold;
 mod kept;
@@ -30,7 +31,7 @@ mod signal;
 
 use crate::secrets::{SecretPlan, TrustFiles};
 use crate::{Attach, Network, Outcome, Program};
-use ended::{outcome_of, wait_bounded, wait_first, Ended};
+use ended::{end_runsc, outcome_of, wait_first, Ended};
 pub use limits::cgroup_memory;
 use limits::{confine, release};
 use runsc::Runsc;
@@ -237,6 +238,8 @@ pub fn run(
     };
     let process = bundle::write(&dir.0, &layout)?;
     let in_ns = mount.is_some();
+    // A one-shot command's end told from runsc's own death (`exits`).
+    let exits = (program == Program::Command).then(|| exits::ExitWatch::start(&runsc.root));
     let mut first = start_runsc(
         &runsc,
         &dir.0,
@@ -280,15 +283,13 @@ pub fn run(
             service(ctx, &mut first, deadline, attach)?
         }
     };
-    let _ = runsc.kill_all("KILL");
-    let status = wait_bounded(&mut first, Duration::from_secs(10));
-    let _ = runsc.delete();
+    let (status, died) = end_runsc(&runsc, &mut first, exits.flatten(), cgroup.as_ref());
     // Every process of runsc is gone: the kept state goes back to disk.
     let saved = kept.map(kept::Kept::save).transpose();
     attach.stopping();
     let peaks = release(cgroup);
     saved?;
-    let outcome = outcome_of(ended, status, spec, &runsc).map_err(GvisorError::Failed)?;
+    let outcome = outcome_of(ended, status, spec, &runsc, died).map_err(GvisorError::Failed)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
 }

@@ -1,0 +1,241 @@
+//! How runsc's sandbox process (gVisor's kernel) ended, seen from the
+//! host, so that a one-shot sandbox tells its command's end from runsc's
+//! own death.
+//!
+//! `runsc run` answers the command's status as its own, and when the
+//! sandbox process dies under it (killed, the host's OOM killer, a crash
+//! at the host's task bound) it answers that process's end the same way:
+//! a sandbox killed with SIGKILL read as a command that exited 137. The
+//! sandbox process is `runsc run`'s child, not warden's, so warden cannot
+//! wait for it; the kernel's process events connector tells every
+//! listener how each process ended (root only). On a normal end the
+//! sandbox process exits with the command's status (a command killed by
+//! a signal is an exit status of 128 and more there); ended by a signal
+//! itself, it died.
+//!
+//! The sandbox process is recognised when it executes, by its command
+//! line (`boot` under this sandbox's runsc root); nothing else is kept.
+//! Where the connector cannot be listened to (rootless, a kernel without
+//! it, events lost), nothing is known and runsc's answer stands.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The connector's process events (`CN_IDX_PROC`, `CN_VAL_PROC`).
+const CN_IDX_PROC: u32 = 1;
+const CN_VAL_PROC: u32 = 1;
+const PROC_CN_MCAST_LISTEN: u32 = 1;
+const PROC_CN_MCAST_IGNORE: u32 = 2;
+const PROC_EVENT_EXEC: u32 = 0x0000_0002;
+const PROC_EVENT_EXIT: u32 = 0x8000_0000;
+/// Where an event's fields start in a datagram: the netlink header (16
+/// bytes), the connector's message (20), then `proc_event`: what (4), cpu
+/// (4), timestamp (8), its data.
+const WHAT: usize = 36;
+const DATA: usize = 52;
+
+/// What the listener learnt.
+#[derive(Default)]
+struct Seen {
+    sandbox: Option<i32>,
+    /// The sandbox process's wait status, once it has ended.
+    ended: Option<i32>,
+}
+
+/// A listener of the host's process events, for one sandbox.
+pub(super) struct ExitWatch {
+    socket: Arc<OwnedFd>,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ExitWatch {
+    /// Listen for the sandbox process of the runsc whose state is `root`;
+    /// `None` where the host's process events cannot be listened to.
+    pub fn start(root: &std::path::Path) -> Option<ExitWatch> {
+        // SAFETY: socket(2) with integer arguments; the descriptor is
+        // owned at once.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                libc::NETLINK_CONNECTOR,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` is a new descriptor no one else owns.
+        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: a zeroed sockaddr_nl is a valid value of it.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        addr.nl_groups = CN_IDX_PROC;
+        // SAFETY: `addr` lives on this frame, of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                socket.as_raw_fd(),
+                std::ptr::addr_of!(addr).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 || !tell(&socket, PROC_CN_MCAST_LISTEN) {
+            return None;
+        }
+        // A busy host's events, while this process is busy starting runsc.
+        let size: libc::c_int = 4 << 20;
+        // SAFETY: setsockopt reads `size`, on this frame.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                std::ptr::addr_of!(size).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        let watch = ExitWatch {
+            socket: Arc::new(socket),
+            seen: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (socket, seen, stop) = (watch.socket.clone(), watch.seen.clone(), watch.stop.clone());
+        let root = format!("--root={}", root.display());
+        std::thread::Builder::new()
+            .name("warden-gvisor-exits".into())
+            .spawn(move || listen(&socket, &seen, &stop, &root))
+            .ok()?;
+        Some(watch)
+    }
+
+    /// The sandbox process's wait status, waiting up to `limit` for its
+    /// end to be read; `None` when it was never recognised or its end
+    /// never seen.
+    pub fn sandbox_end(&self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            let (known, ended) = match self.seen.lock() {
+                Ok(s) => (s.sandbox.is_some(), s.ended),
+                Err(_) => return None,
+            };
+            if ended.is_some() || !known || start.elapsed() >= limit {
+                return ended;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for ExitWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        tell(&self.socket, PROC_CN_MCAST_IGNORE);
+    }
+}
+
+/// Send the connector `op` (listen, ignore); whether it was sent.
+fn tell(socket: &OwnedFd, op: u32) -> bool {
+    let mut msg = [0u8; 40];
+    msg[0..4].copy_from_slice(&40u32.to_ne_bytes());
+    msg[4..6].copy_from_slice(&(libc::NLMSG_DONE as u16).to_ne_bytes());
+    msg[12..16].copy_from_slice(&std::process::id().to_ne_bytes());
+    msg[16..20].copy_from_slice(&CN_IDX_PROC.to_ne_bytes());
+    msg[20..24].copy_from_slice(&CN_VAL_PROC.to_ne_bytes());
+    msg[32..34].copy_from_slice(&4u16.to_ne_bytes());
+    msg[36..40].copy_from_slice(&op.to_ne_bytes());
+    // SAFETY: `msg` lives on this frame, of the length passed.
+    let n = unsafe { libc::send(socket.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+    n == msg.len() as isize
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Read events until told to stop (or the sandbox process's end is
+/// known): recognise the sandbox process when it executes, keep its end.
+fn listen(socket: &OwnedFd, seen: &Mutex<Seen>, stop: &AtomicBool, root: &str) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut buf = vec![0u8; 4096];
+    let mut sandbox: Option<i32> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
+        if !matches!(poll(&mut fds, PollTimeout::from(100u16)), Ok(n) if n > 0) {
+            continue;
+        }
+        // SAFETY: `buf` is ours, of the length passed.
+        let n = unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        let Ok(n) = usize::try_from(n) else { continue };
+        let b = &buf[..n];
+        let (Some(what), Some(pid), Some(tgid)) =
+            (u32_at(b, WHAT), u32_at(b, DATA), u32_at(b, DATA + 4))
+        else {
+            continue;
+        };
+        let pid = pid as i32;
+        if what == PROC_EVENT_EXEC && sandbox.is_none() && is_sandbox(pid, root) {
+            sandbox = Some(pid);
+            if let Ok(mut s) = seen.lock() {
+                s.sandbox = sandbox;
+            }
+        } else if what == PROC_EVENT_EXIT && Some(pid) == sandbox && tgid as i32 == pid {
+            if let (Ok(mut s), Some(code)) = (seen.lock(), u32_at(b, DATA + 8)) {
+                s.ended = Some(code as i32);
+            }
+            return;
+        }
+    }
+}
+
+/// Whether `pid` is runsc's sandbox process (`boot`) of `root`.
+fn is_sandbox(pid: i32, root: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|c| *c == 0).collect();
+    args.contains(&root.as_bytes()) && args.contains(&b"boot".as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::ExitWatch;
+    use std::time::Duration;
+
+    /// A process whose command line reads as a sandbox process of `root`
+    /// (`sh -c SCRIPT --root=ROOT boot`), run to its end: the wait
+    /// status the listener saw, or why the host cannot say.
+    fn seen_end(root: &str, script: &str) -> Result<Option<i32>, &'static str> {
+        let Some(watch) = ExitWatch::start(std::path::Path::new(root)) else {
+            return Err("the host's process events cannot be listened to here (not root)");
+        };
+        let status = std::process::Command::new("sh")
+            .args(["-c", script, &format!("--root={root}"), "boot"])
+            .status()
+            .unwrap();
+        assert!(!status.success());
+        Ok(watch.sandbox_end(Duration::from_secs(5)))
+    }
+
+    #[test]
+    fn a_sandbox_process_killed_by_a_signal_is_seen_so_and_an_exit_status_as_one() {
+        let root = format!("/nonexistent/warden-exits-{}", std::process::id());
+        let killed = match seen_end(&root, "sleep 0.3; kill -9 $$") {
+            Ok(end) => end.unwrap(),
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        assert!(libc::WIFSIGNALED(killed), "{killed:#x}");
+        assert_eq!(libc::WTERMSIG(killed), libc::SIGKILL);
+        let exited = seen_end(&format!("{root}-2"), "sleep 0.3; exit 137")
+            .unwrap()
+            .unwrap();
+        assert!(libc::WIFEXITED(exited), "{exited:#x}");
+        assert_eq!(libc::WEXITSTATUS(exited), 137);
+    }
+}
