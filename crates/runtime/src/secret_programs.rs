@@ -244,8 +244,13 @@ impl Checker<'_> {
             let rest = &words[i + 1..];
             // A word may be the program a shell line, `find -exec` or a
             // runner's command runs: its links and its `#!` chain too.
+            // Only a file that is there has a `#!` chain; the word's own
+            // path was read with every word's paths before.
             if (i > 0 || depth > 0) && !w.is_empty() && !w.starts_with('-') {
-                self.program(&absolute(w), "a program its arguments name", 0)?;
+                let name = absolute(w);
+                if program_path(&name).is_some_and(|p| p.is_file()) {
+                    self.program(&name, "a program its arguments name", 0)?;
+                }
             }
             if let Some(row) = interpreter(w) {
                 for g in given(row, rest) {
