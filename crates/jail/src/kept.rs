@@ -15,6 +15,8 @@
 //! which holds a descriptor of it, writes it back when every process of
 //! the sandbox is gone ([`save`]).
 
+pub mod detached;
+
 use crate::cache::{self, CacheError, Merged};
 use crate::layer::{self, LayerError};
 use nix::errno::Errno;

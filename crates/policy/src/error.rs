@@ -155,6 +155,10 @@ pub enum Problem {
     /// a mount namespace only root makes.
     #[error("gvisor keeps a named sandbox's workspace layer or home only when warden runs as root here: rootless, nothing holds what runsc writes there within the sandbox's disk budget (`resources.disk`, half its memory unless given); run warden as root, or use `isolation process`")]
     GvisorKeptLayerRootless,
+    /// A VM sandbox keeps its workspace layer within the disk budget in a
+    /// tmpfs its supervisor makes detached, which only root can.
+    #[error("a VM sandbox keeps its workspace layer (every named sandbox's) only when warden runs as root here: rootless, nothing holds what the guest writes there within the sandbox's disk budget (`resources.disk`, half its memory unless given); run warden as root, or use `isolation process`")]
+    VmKeptLayerRootless,
     /// The display reaches its viewer through a Unix socket of the
     /// sandbox's file tree, which a connection into runsc's sandbox
     /// cannot open.
@@ -226,6 +230,7 @@ impl Problem {
             Problem::CachesWithGvisor => "caches_with_gvisor",
             Problem::VolumesWithGvisor => "volumes_with_gvisor",
             Problem::GvisorKeptLayerRootless => "gvisor_kept_layer_rootless",
+            Problem::VmKeptLayerRootless => "vm_kept_layer_rootless",
             Problem::DesktopWithGvisor => "desktop_with_gvisor",
         }
     }

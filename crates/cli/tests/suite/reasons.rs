@@ -210,8 +210,8 @@ fn what_gvisor_cannot_give_is_refused_with_its_own_code_at_its_field_and_nothing
 }
 
 #[test]
-fn a_rootless_daemon_refuses_a_gvisor_sandbox_it_could_not_keep_within_its_budget_at_the_isolation()
-{
+fn a_rootless_daemon_refuses_a_gvisor_or_vm_sandbox_it_could_not_keep_within_its_budget_at_the_isolation(
+) {
     if !curl_available() {
         return skip("curl is not installed");
     }
@@ -258,6 +258,20 @@ fn a_rootless_daemon_refuses_a_gvisor_sandbox_it_could_not_keep_within_its_budge
             "{body}"
         );
     }
+    // A VM's layer is held within its budget only as root: before, the
+    // VMM wrote it straight onto the host's disk, past `--disk`.
+    assert_eq!(
+        refused_create(
+            &d,
+            r#"{"name":"vr","start":false,"spec":{"isolation":"vm"}}"#
+        ),
+        (
+            422,
+            "invalid_spec".into(),
+            "vm_kept_layer_rootless".into(),
+            "/spec/isolation".into()
+        )
+    );
     // The process backend keeps them rootless within its budget.
     let (s, text) = call(
         &d,

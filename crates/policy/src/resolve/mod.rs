@@ -18,6 +18,7 @@ mod network;
 mod process;
 #[cfg(test)]
 mod tests;
+mod vm;
 
 pub use network::parse_domains;
 
@@ -189,6 +190,7 @@ impl Layer {
             &volumes,
             desktop.is_some(),
         )?;
+        vm::check(isolation, placement.rootless, overlay.is_some())?;
         let runs_on_host = files::runs_on_host(self)?;
         if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
             return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
