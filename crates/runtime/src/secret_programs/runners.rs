@@ -60,6 +60,9 @@ pub(super) struct Runner {
     /// without one) and gives what it finds to the command it runs
     /// (`find -exec ... {}`, `-execdir`): none may hold a root.
     pub(super) searches: bool,
+    /// Its first argument may be its options without a `-` (`tar xIf
+    /// prog a.tar`).
+    pub(super) old_style: bool,
     /// Why it is in the table.
     pub(super) why: &'static str,
 }
@@ -73,6 +76,7 @@ const NONE: Runner = Runner {
     only_if: None,
     assignments: false,
     searches: false,
+    old_style: false,
     why: "",
 };
 
@@ -249,6 +253,7 @@ pub(super) const RUNNERS: &[Runner] = &[
             ("--rmt-command", Unreadable),
         ],
         clusters: true,
+        old_style: true,
         why: "tar runs the commands --to-command, -I, --checkpoint-action=exec and -F name",
         ..NONE
     },
@@ -257,6 +262,19 @@ pub(super) const RUNNERS: &[Runner] = &[
         options: &[("-e", Unreadable), ("--rsh", Unreadable), ("--rsync-path", Unreadable)],
         clusters: true,
         why: "rsync runs the command line -e gives it (and --rsync-path's at the other end)",
+        ..NONE
+    },
+    Runner {
+        names: &["systemd-run"],
+        options: &[("-p", Unreadable), ("--property", Unreadable)],
+        only_if: Some(&["exec"]),
+        why: "systemd-run runs the commands its Exec...= properties name",
+        ..NONE
+    },
+    Runner {
+        names: &["nix-shell"],
+        options: &[("--run", ShellLine), ("--command", ShellLine)],
+        why: "nix-shell runs the shell line --run and --command give it",
         ..NONE
     },
     Runner {
@@ -285,6 +303,16 @@ pub(super) struct Carried {
 /// What `row`'s program is given to run by the words `rest` after its
 /// name.
 pub(super) fn carried(row: &Runner, rest: &[String]) -> Vec<Carried> {
+    let dashed: Vec<String>;
+    let rest = match rest.split_first() {
+        Some((first, later)) if row.old_style && !first.starts_with('-') => {
+            dashed = std::iter::once(format!("-{first}"))
+                .chain(later.iter().cloned())
+                .collect();
+            &dashed[..]
+        }
+        _ => rest,
+    };
     let mut out = Vec::new();
     let mut operands: Vec<&str> = Vec::new();
     let mut i = 0;
@@ -564,6 +592,17 @@ mod tests {
             one(Unreadable, &["x"])
         );
         assert_eq!(read(&["tar", "-xzf", "a"]), vec![]);
+        assert_eq!(read(&["tar", "xzf", "a"]), vec![]);
+        assert_eq!(read(&["tar", "xIf", "prog", "a"]).len(), 1);
+        assert_eq!(
+            read(&["systemd-run", "--user", "-p", "ExecStartPre=x", "true"]).len(),
+            1
+        );
+        assert_eq!(
+            read(&["systemd-run", "--user", "-p", "Nice=5", "true"]),
+            vec![]
+        );
+        assert_eq!(read(&["nix-shell", "--run", "id"]), one(ShellLine, &["id"]));
         assert_eq!(
             read(&["rsync", "-avze", "x", "a", "b"]),
             one(Unreadable, &["x"])

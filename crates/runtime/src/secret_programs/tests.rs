@@ -469,6 +469,12 @@ fn attacks() -> Vec<Attack> {
         (vec!["/usr/bin/tar", "--to-command=id", "-xf", "/a.tar"], u),
         (vec!["/usr/bin/tar", "-I", "id", "-xf", "/a.tar"], u),
         (vec!["rsync", "-e", "id", "a:", "/b"], u),
+        (vec!["/usr/bin/tar", "xIf", "id", "/a.tar"], u),
+        (
+            vec!["systemd-run", "--user", "-p", "ExecStartPre=id", "true"],
+            u,
+        ),
+        (vec!["nix-shell", "--run", PY], u),
         (vec!["/usr/bin/gcc", "-wrapper", "id", "-E", "-"], u),
         (vec!["/bin/busybox", "sh", "-c", "watch 'python3 -c x'"], u),
         (
