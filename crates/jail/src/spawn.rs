@@ -309,6 +309,12 @@ impl Server<'_> {
                         .map(|(pid, _)| *pid),
                     Signal::try_from(signal),
                 ) {
+                    // A kill ends every process it started, however it
+                    // detached itself: the process is their subreaper
+                    // (outside review F5: a `setsid` child ran on).
+                    if sig == Signal::SIGKILL {
+                        kill_tree(pid);
+                    }
                     // The process group it leads, then the process itself
                     // (should it have left its group).
                     let _ = nix::sys::signal::killpg(Pid::from_raw(pid), sig);
@@ -419,6 +425,62 @@ impl Server<'_> {
     }
 }
 
+/// How many rounds of stopping a tree may take before it is killed as found.
+const TREE_ROUNDS: usize = 8;
+
+/// Stop `root` and every process below it until no new one appears (a
+/// stopped process forks no more), then kill them all. The sandbox's own
+/// `/proc` says who is whose child.
+fn kill_tree(root: i32) {
+    let mut stopped: Vec<i32> = Vec::new();
+    for _ in 0..TREE_ROUNDS {
+        let fresh: Vec<i32> = below(root)
+            .into_iter()
+            .filter(|p| !stopped.contains(p))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for p in fresh {
+            let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGSTOP);
+            stopped.push(p);
+        }
+    }
+    for p in stopped {
+        let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+}
+
+/// `root` and its descendants, parents first, by `/proc/PID/stat`.
+fn below(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command's name, which may hold spaces and parentheses.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            Some((pid, rest.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(p, pp)| *pp == parent && !out.contains(p))
+                .map(|(p, _)| *p)
+                .collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    out
+}
+
 /// A process to start, prepared so that the child, which shares the
 /// init's memory until it execs, allocates nothing.
 struct Launch {
@@ -452,6 +514,10 @@ impl Launch {
             // Its own session: a process group the supervisor can signal
             // as a whole, and (with a terminal) a controlling terminal.
             libc::setsid();
+            // The subreaper of all it starts (kept across its exec): a
+            // process that leaves its tree (`setsid` and exit, a double
+            // fork) stays below it, where its kill finds it.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
             if self.tty {
                 libc::ioctl(self.stdio[0], libc::TIOCSCTTY, 0);
             }

@@ -47,6 +47,7 @@ mod exec_attacks;
 mod exec_refusal_events;
 mod exec_refusal_flood;
 mod exec_refusal_records;
+mod exec_trees;
 mod fields;
 mod files;
 mod fork_disk_quota;

@@ -794,3 +794,102 @@ fn the_vm_cache_drops_images_no_sandbox_started_with_for_an_hour() {
     assert!(!orphan_kept, "a dead writer's half image stayed");
     assert!(recent_kept, "an image in use was removed");
 }
+
+/// The review's 28b finding 1, variants 1b and 1c, in one VM: the guest
+/// alone (it writes `q`, a parent of its other bind `q/sub/data`)
+/// exchanges `q/sub` for a link to a root-only directory of the host
+/// while it runs, and its owner pauses it to disk and resumes it. Before,
+/// the resume launched a new VMM from the stored paths with no check:
+/// the host opened `q/sub/data` through the link, and the guest read the
+/// victim's 0600 secret and left a root-owned file there, on the first
+/// try. Now the resume opens every share again through no link and is
+/// refused (`share_link`, naming the bind); nothing of the victim is ever
+/// served.
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_resumed_from_disk_after_a_parent_of_its_bind_became_a_link_is_refused_and_serves_nothing_of_where_it_points(
+) {
+    let state = TempDir::new("vm-share-swap");
+    let _stop = VmStopper(state.path(), "swap");
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = guest_busybox_tree(&["sh", "sleep", "cat", "ls", "mv", "ln"]) else {
+        return;
+    };
+    let top = TempDir::new("vm-share-swap-top");
+    let q = top.path().join("q");
+    let bind = q.join("sub/data");
+    std::fs::create_dir_all(&bind).unwrap();
+    std::fs::write(bind.join("f"), "own-bind").unwrap();
+    let victim = top.path().join("victim");
+    std::fs::create_dir_all(victim.join("data")).unwrap();
+    let secret = unique("vm-share-swap-secret");
+    std::fs::write(victim.join("data/secret"), &secret).unwrap();
+    std::fs::set_permissions(
+        victim.join("data/secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let s = state.path();
+    // The workspace over 9p, which a pause to disk can save (virtio-fs
+    // cannot be).
+    let w = |args: &[&str]| vm_warden_env(s, args, None, &[("WARDEN_VM_FS", "9p")]);
+    let (q_s, bind_s) = (q.to_str().unwrap(), bind.to_str().unwrap());
+    ok(&w(&[
+        "create",
+        "--isolation",
+        "vm",
+        "--rootfs",
+        tree.path().to_str().unwrap(),
+        "--rw",
+        q_s,
+        "--rw",
+        bind_s,
+        "swap",
+        "--",
+        "sleep",
+        "100000",
+    ]));
+    ok(&w(&["start", "swap"]));
+    let seen = ok(&w(&["exec", "swap", "--", "cat", &format!("{bind_s}/f")]));
+    assert!(seen.contains("own-bind"), "{seen}");
+    // The guest, as the sandbox's user, through its own share `q`.
+    let swapped = w(&[
+        "exec",
+        "swap",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "cd {q_s} && mv sub sub.real && ln -s {} sub && echo SWAPPED",
+            victim.display()
+        ),
+    ]);
+    assert!(stdout(&swapped).contains("SWAPPED"), "{}", stderr(&swapped));
+    assert!(q.join("sub").symlink_metadata().unwrap().is_symlink());
+    ok(&w(&["pause", "--to-disk", "swap"]));
+    let resumed = w(&["resume", "swap"]);
+    let said = stderr(&resumed);
+    eprintln!("the resume said: {said}");
+    assert_ne!(code(&resumed), 0, "resumed through the link: {said}");
+    assert!(said.contains("share_link"), "{said}");
+    assert!(said.contains(bind_s), "{said}");
+    let read = w(&[
+        "exec",
+        "swap",
+        "--",
+        "sh",
+        "-c",
+        &format!("cat {bind_s}/secret; echo planted > {bind_s}/planted"),
+    ]);
+    assert!(
+        !stdout(&read).contains(&secret),
+        "the guest read the victim's secret"
+    );
+    assert!(
+        !victim.join("data/planted").exists(),
+        "the guest wrote into the victim's directory"
+    );
+}

@@ -256,14 +256,19 @@ impl VmmJail {
         let placed: Vec<PlacedPath> = access
             .placed
             .iter()
-            .map(|p| PlacedPath {
-                host: p.host.clone(),
-                source: p.source.as_raw_fd(),
-                dir: nix::sys::stat::fstat(p.source.as_fd())
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
-                inside: p.inside.clone(),
-                kind: if p.writable { Kind::Write } else { Kind::Read },
-                view: p.view.as_deref().map(AsRawFd::as_raw_fd),
+            .map(|p| {
+                // Read on the descriptor checked (a failure places
+                // nothing: no file has inode 0).
+                let st = nix::sys::stat::fstat(p.source.as_fd()).ok();
+                PlacedPath {
+                    host: p.host.clone(),
+                    source: p.source.as_raw_fd(),
+                    dir: st.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                    id: st.map_or((0, 0), |st| (st.st_dev, st.st_ino)),
+                    inside: p.inside.clone(),
+                    kind: if p.writable { Kind::Write } else { Kind::Read },
+                    view: p.view.as_deref().map(AsRawFd::as_raw_fd),
+                }
             })
             .collect();
         Ok(VmmJail {

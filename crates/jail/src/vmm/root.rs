@@ -7,7 +7,7 @@
 //! with plain system calls only.
 
 use std::ffi::CString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -58,6 +58,24 @@ enum Step {
         to: CString,
         attrs: u64,
     },
+    /// A host file opened and checked before the fork (`fd`, whose
+    /// device and inode are `id`), bound from the helper's own mount
+    /// namespace: a bind's source must be a mount of the namespace it is
+    /// made in (the kernel refuses one of the parent's with `EINVAL`), so
+    /// `from` is opened again there through no link
+    /// (`openat2(RESOLVE_NO_SYMLINKS)`), refused unless it is that very
+    /// file, put in `fd`'s place and bound through `fd_path`
+    /// (`/proc/self/fd/N`, prepared before the fork), then these
+    /// attributes on every mount below. A link or another file swapped in
+    /// at `from` since it was checked is never placed.
+    BindChecked {
+        from: CString,
+        fd: RawFd,
+        fd_path: CString,
+        id: (u64, u64),
+        to: CString,
+        attrs: u64,
+    },
     /// A detached mount tree made before the fork (an idmapped view),
     /// attached, then these attributes on every mount below.
     Attach {
@@ -76,12 +94,15 @@ enum Step {
 pub struct PlacedPath {
     /// Its path on the host, for messages only.
     pub host: PathBuf,
-    /// The file (or directory) opened once, through no link: what is bound
-    /// (as `/proc/self/fd/N`, open in the helper until its exec), never
-    /// `host` looked up again.
+    /// The file (or directory) opened once, through no link and checked:
+    /// `host` is bound only where the helper's own lookup of it, through
+    /// no link, finds this very file (see `Step::BindChecked`).
     pub source: RawFd,
     /// `source` is a directory (read on the descriptor).
     pub dir: bool,
+    /// `source`'s device and inode (read on the descriptor): what the
+    /// helper's own lookup of `host` must find.
+    pub id: (u64, u64),
     pub inside: PathBuf,
     pub kind: Kind,
     pub view: Option<RawFd>,
@@ -207,8 +228,11 @@ impl RootPlan {
                     to: cstr(&to)?,
                     attrs: attrs(p.kind),
                 },
-                None => Step::Bind {
-                    from: cstr(Path::new(&format!("/proc/self/fd/{}", p.source)))?,
+                None => Step::BindChecked {
+                    from: cstr(&p.host)?,
+                    fd: p.source,
+                    fd_path: cstr(Path::new(&format!("/proc/self/fd/{}", p.source)))?,
+                    id: p.id,
                     to: cstr(&to)?,
                     attrs: attrs(p.kind),
                 },
@@ -288,6 +312,35 @@ impl RootPlan {
                     Step::Bind { from, to, attrs } => {
                         check(libc::mount(
                             from.as_ptr(),
+                            to.as_ptr(),
+                            null,
+                            libc::MS_BIND | libc::MS_REC,
+                            std::ptr::null(),
+                        ))?;
+                        crate::sys::mount_setattr_path(to, *attrs, true)
+                            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+                    }
+                    Step::BindChecked {
+                        from,
+                        fd,
+                        fd_path,
+                        id,
+                        to,
+                        attrs,
+                    } => {
+                        let again = crate::sys::open_path_no_symlinks(from)
+                            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+                        let mut st: libc::stat = std::mem::zeroed();
+                        check(libc::fstat(again.as_raw_fd(), &mut st))?;
+                        if (st.st_dev, st.st_ino) != *id {
+                            return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
+                        }
+                        // In the checked descriptor's place (close-on-exec:
+                        // the helper's program never holds it).
+                        check(libc::dup3(again.as_raw_fd(), *fd, libc::O_CLOEXEC))?;
+                        drop(again);
+                        check(libc::mount(
+                            fd_path.as_ptr(),
                             to.as_ptr(),
                             null,
                             libc::MS_BIND | libc::MS_REC,
