@@ -400,6 +400,11 @@ impl Sender {
         self.tx.is_closed()
     }
 
+    /// Done when the client has gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
     pub async fn finish(self, error: Option<RpcError>) {
         let _ = self.tx.send(Ok(end(error.as_ref()))).await;
     }

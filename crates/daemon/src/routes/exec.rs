@@ -236,6 +236,11 @@ fn stream_response(
         let mut rx_end = h.ended.clone();
         let mut quiet = Duration::ZERO;
         loop {
+            // A client that left gives its place back now, not at the
+            // next keepalive of a quiet command.
+            if tx.is_closed() {
+                return;
+            }
             let ended = *rx_end.borrow_and_update();
             let hh = h.clone();
             let (events, off) = match tokio::task::spawn_blocking(move || {

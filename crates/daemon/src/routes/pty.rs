@@ -48,6 +48,11 @@ const DRAIN: usize = 1 << 20;
 const POLL_MS: u16 = 100;
 /// Largest window the terminal takes, either way.
 const MAX_SIDE: u16 = 4096;
+/// How often a relay holding the client's input (its process reads
+/// none) pings the client: the socket is not read meanwhile, so a client
+/// that left would go unseen; a ping to a connection its peer closed
+/// fails at the latest at the next one.
+const PROBE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -501,8 +506,11 @@ async fn relay(
         in_tx,
     } = io;
     // Input waiting for room: the socket is not read meanwhile, so a
-    // process that reads nothing slows its client down, not the daemon.
+    // process that reads nothing slows its client down, not the daemon;
+    // and its client's leaving is learnt by pinging it ([`PROBE`]).
     let mut pending: Option<bytes::Bytes> = None;
+    let mut probe = tokio::time::interval(PROBE);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The one check every long-lived answer makes ([`crate::revocation`]).
     loop {
         tokio::select! {
@@ -527,6 +535,11 @@ async fn relay(
             permit = in_tx.reserve(), if pending.is_some() => {
                 if let (Ok(p), Some(data)) = (permit, pending.take()) {
                     p.send(data);
+                }
+            },
+            _ = probe.tick(), if pending.is_some() => {
+                if socket.send(Message::Ping(bytes::Bytes::new())).await.is_err() {
+                    return false;
                 }
             },
             m = socket.recv(), if pending.is_none() => match m {

@@ -318,7 +318,14 @@ pub(super) async fn watch_stream(
             return;
         }
         loop {
-            match tokio::time::timeout(Duration::from_secs(50), rx.recv()).await {
+            // A client that left ends the watch (its thread, its inotify
+            // instance, its place) now, not at the next keepalive of a
+            // quiet directory.
+            let next = tokio::select! {
+                () = out.closed() => return,
+                next = tokio::time::timeout(Duration::from_secs(50), rx.recv()) => next,
+            };
+            match next {
                 Ok(Some(ev)) => {
                     if out
                         .send(&serde_json::json!({ "filesystem": ev }))
