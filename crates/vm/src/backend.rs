@@ -101,6 +101,10 @@ pub enum VmError {
     GuestDied(String),
     #[error(transparent)]
     Resume(#[from] crate::pause::Unresumed),
+    /// The workspace layer cannot be held to the disk budget: refused,
+    /// never run unbounded.
+    #[error(transparent)]
+    Disk(#[from] crate::disk::DiskError),
     /// The workspace is not the directory the sandbox was created over
     /// (`workspace_moved`), or goes through a link.
     #[error(transparent)]
@@ -218,6 +222,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         cpus,
         workspace,
         workspace_id,
+        workspace_held: None,
         params,
         shares: Vec::new(),
         rootfs: None,
@@ -512,6 +517,15 @@ pub fn run_controlled(
     };
     let prepared_fs_note = prepared.fs_note;
     let mut config = prepared.config;
+    // A named sandbox's layer, shared as the guest's workspace, is held
+    // in a tmpfs of its disk budget while the VM runs (`crate::disk`).
+    let kept = spec
+        .filesystem
+        .overlay
+        .as_ref()
+        .and(config.workspace.as_deref());
+    let held = crate::disk::Held::make(spec, kept)?;
+    config.workspace_held = held.clone();
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
     // The file servers run in that cgroup; the supervisor's judge of their
     // calls runs outside it and keeps this account instead (whether or not
@@ -643,10 +657,13 @@ pub fn run_controlled(
     drop(machine);
     attach.stopping();
     drop(live);
+    // The VMM and virtiofsd are gone: the layer goes back to the state.
+    let saved = held.as_deref().map(crate::disk::Held::save).transpose();
     let ended = ended?;
     let peaks = release(cgroup);
     let outcome = outcome_of(ended, spec, console)?;
     outcome.record(events, id, start, peaks);
+    saved?;
     Ok(outcome)
 }
 

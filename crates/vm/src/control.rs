@@ -441,6 +441,13 @@ impl Live {
             c.set_vmm(None);
         }
         self.state = State::OnDisk(dir);
+        // The layer held to the disk budget goes back to the state with
+        // the memory, so that the pause outlives this process whole.
+        if let Some(held) = &self.config.workspace_held {
+            if let Err(e) = held.sync() {
+                return Err(ControlError::Failed(warden_jail::chain_str(&e)));
+            }
+        }
         Ok("disk (the guest's memory saved to the sandbox's state, its VMM ended)")
     }
 
@@ -467,6 +474,9 @@ impl Live {
         }
         self.machine = Some(m);
         self.state = State::Running;
+        if let Some(held) = &self.config.workspace_held {
+            held.mark();
+        }
         let _ = warden_workspace::fsutil::remove_tree(dir);
         Ok(())
     }

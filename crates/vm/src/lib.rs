@@ -30,6 +30,7 @@ pub mod backend;
 mod channel;
 mod contents;
 pub mod control;
+pub mod disk;
 pub mod fsd;
 pub mod guest;
 pub mod image;

@@ -82,6 +82,7 @@ pub fn report(probe: bool) -> VmReport {
                     cpus: 1,
                     workspace: None,
                     workspace_id: None,
+                    workspace_held: None,
                     trust: None,
                     params: Vec::new(),
                     shares: Vec::new(),

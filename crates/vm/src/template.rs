@@ -447,6 +447,7 @@ mod tests {
             cpus: 1,
             workspace: None,
             workspace_id: None,
+            workspace_held: None,
             trust: None,
             params: vec![("hostname".into(), "a".into())],
             shares: Vec::new(),

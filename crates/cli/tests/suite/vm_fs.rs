@@ -774,3 +774,75 @@ fn consoles_of(pid: u32) -> Vec<PathBuf> {
         .map(|e| e.path().join("console.log"))
         .collect()
 }
+
+/// The bytes of the regular file `p` on the host's disk, 0 when there is
+/// none.
+fn file_bytes(p: &Path) -> u64 {
+    std::fs::symlink_metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_named_vm_sandbox_writing_past_its_disk_budget_gets_enospc_and_the_hosts_copy_stays_within_it()
+{
+    // Outside review 28b, finding 2: the guest wrote 300 MiB into a
+    // sandbox of `--disk 64M`, straight into its layer on the host's disk,
+    // and its `df` showed the host's file system.
+    if guest_release().is_none() {
+        return;
+    }
+    let state = TempDir::new("vm-disk");
+    let s = state.path();
+    let _stop = VmStopper(s, "vmd");
+    ok(&vm_warden(
+        s,
+        &["create", "--isolation", "vm", "--disk", "64M", "vmd"],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "vmd"], None));
+    let o = vm_warden(
+        s,
+        &[
+            "exec",
+            "vmd",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; echo dd=$?; \
+             df -k /workspace | tail -1",
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    let budget: u64 = 64 << 20;
+    let upper = sandbox_dir(s, "vmd").join("upper");
+    // While it runs, nothing of it is on the host's disk.
+    let running = file_bytes(&upper.join("big"));
+    assert!(
+        out.contains("No space left on device") && !out.contains("dd=0"),
+        "a guest write past --disk 64M succeeded:\n{out}\n{}",
+        stderr(&o)
+    );
+    // The guest's df shows its budget, not the host's file system.
+    let size_kb: u64 = out
+        .lines()
+        .last()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(
+        size_kb <= budget / 1024,
+        "the guest's df shows {size_kb} KiB, more than the budget:\n{out}"
+    );
+    assert!(
+        running < budget,
+        "the layer on the host grew to {running} bytes while the VM ran"
+    );
+    ok(&vm_warden(s, &["stop", "--time", "5s", "vmd"], None));
+    // Written back at the stop: what the guest wrote, within the budget.
+    let kept = file_bytes(&upper.join("big"));
+    assert!(
+        kept > 0 && kept <= budget,
+        "the saved layer holds {kept} bytes of the guest's file (budget {budget})"
+    );
+}

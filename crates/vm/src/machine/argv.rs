@@ -329,6 +329,7 @@ pub(super) mod tests {
             cpus: 1,
             workspace: None,
             workspace_id: None,
+            workspace_held: None,
             trust: None,
             params: Vec::new(),
             shares: Vec::new(),

@@ -178,13 +178,23 @@ impl Machine {
         // Landlock rule made on it, and its path is never looked up again
         // (a directory swapped in at the path since the supervisor's check
         // is refused with `workspace_moved`, never shared).
-        let ws = match &cfg.workspace {
-            Some(w) => {
+        let ws = match (&cfg.workspace, &cfg.workspace_held) {
+            // The disk budget's copy of the layer (`crate::disk`), opened
+            // when it was made: never the layer on the host's disk.
+            (Some(w), Some(held)) => {
+                let dir = held.upper();
+                let st = nix::sys::stat::fstat(dir).map_err(|e| MachineError::Open {
+                    path: w.clone(),
+                    source: e.into(),
+                })?;
+                Some((w.clone(), dir.clone(), (st.st_uid, st.st_gid)))
+            }
+            (Some(w), None) => {
                 let (path, dir, owner) = warden_jail::open_workspace(w, cfg.workspace_id)
                     .map_err(MachineError::Workspace)?;
                 Some((path, std::sync::Arc::new(dir), owner))
             }
-            None => None,
+            (None, _) => None,
         };
         // Each share and the root tree likewise, opened again for this
         // launch whatever it is (a boot, a resume from disk, a fork's copy,

@@ -144,6 +144,10 @@ pub struct Config {
     /// at `workspace` only when it is that one, opened once, through no
     /// link, and served by that descriptor (see `launch`).
     pub workspace_id: Option<(u64, u64)>,
+    /// The sandbox's layer held in a tmpfs of its disk budget
+    /// (`crate::disk`): its `upper/`, opened when it was made, is shared
+    /// instead of whatever is at `workspace`, which then only names it.
+    pub workspace_held: Option<std::sync::Arc<crate::disk::Held>>,
     /// A directory shared read-only (the host refuses writes) as the
     /// guest's `/run/warden`: the secret proxy's trust files.
     pub trust: Option<PathBuf>,

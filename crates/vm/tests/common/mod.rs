@@ -59,6 +59,7 @@ pub fn config(id: &str) -> Option<Config> {
         cpus: 1,
         workspace: None,
         workspace_id: None,
+        workspace_held: None,
         trust: None,
         params: vec![
             ("nofile".into(), "1024".into()),
