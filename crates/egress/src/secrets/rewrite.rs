@@ -38,6 +38,10 @@ pub(super) enum Violation {
     Placeholder,
     /// A secret's real value leaving from inside the sandbox.
     Value,
+    /// An escape nested deeper than the scrub reads (see
+    /// [`spelled::DEPTH`]), spelling a byte of a value: what follows is
+    /// withheld, not passed unread.
+    Nested,
 }
 
 #[derive(Debug, Clone)]
@@ -93,7 +97,7 @@ impl Pattern {
     fn longest(&self) -> usize {
         match &self.kind {
             Kind::Exact => self.from.len(),
-            Kind::Spelled => self.from.len() * spelled::LONGEST,
+            Kind::Spelled => spelled::longest(self.from.len()),
             Kind::Base64(f) => f.len(),
         }
     }
@@ -181,6 +185,9 @@ pub(super) struct Patterns {
     second: Vec<Option<u8>>,
     /// The most bytes an occurrence of any can take.
     longest: usize,
+    /// Text is not passed beyond an escape nested deeper than the scan
+    /// reads: set for a scrub (real values replaced in their spellings).
+    withhold_deep: bool,
 }
 
 impl Patterns {
@@ -195,7 +202,11 @@ impl Patterns {
             }
         }
         let cores: Vec<&[u8]> = list.iter().map(Pattern::core).collect();
+        let withhold_deep = list
+            .iter()
+            .any(|p| matches!((&p.kind, &p.action), (Kind::Spelled, Action::Replace(_))));
         Patterns {
+            withhold_deep,
             cores: Cores::new(&cores),
             second: list.iter().map(Pattern::second).collect(),
             longest: list.iter().map(Pattern::longest).max().unwrap_or(0),
@@ -347,6 +358,15 @@ impl Rewriter {
         } else {
             (read + 1).saturating_sub(patterns.longest).min(buf.len())
         };
+        // Nothing from an escape nested deeper than the scan reads on.
+        let deep = match &self.scan {
+            Some(scan) if patterns.withhold_deep => scan.deep(),
+            _ => None,
+        };
+        let limit = match deep {
+            Some(d) => limit.min(d.saturating_sub(self.base)),
+            None => limit,
+        };
         let mut i = 0;
         while i < limit {
             let at = self.base + i;
@@ -389,6 +409,12 @@ impl Rewriter {
         }
         self.pending = buf[i..].to_vec();
         self.base += i;
+        if deep.is_some_and(|d| self.base >= d) {
+            return Err(Blocked {
+                secret: 0,
+                violation: Violation::Nested,
+            });
+        }
         Ok(out)
     }
 }
@@ -501,11 +527,22 @@ mod tests {
             .collect();
         let xs = vec![b'x'; 8 << 20];
         let random: Vec<u8> = (0..8 << 20).map(|_| next() as u8).collect();
+        // Escapes everywhere, nested ones too (the worst case for the
+        // readings: every byte may open one).
+        let escapes: Vec<u8> = b"%25%32%46&amp;#115;%5Cu0073\\u00=\r\n\\_"
+            .iter()
+            .copied()
+            .cycle()
+            .take(8 << 20)
+            .collect();
+        let percents = vec![b'%'; 8 << 20];
         for (what, text) in [
             ("base64 text", &b64),
             ("prose", &prose),
             ("'x' text", &xs),
             ("random bytes", &random),
+            ("nested escapes", &escapes),
+            ("'%' text", &percents),
         ] {
             let mut r = Rewriter::new(patterns.clone());
             let start = std::time::Instant::now();

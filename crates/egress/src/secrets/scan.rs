@@ -3,10 +3,13 @@
 //! pattern's literal core (an exact pattern's bytes, a spelled pattern's
 //! bytes, a base64 form's middle), letters in either case, run over every
 //! *reading* of the text at once. A byte stands for itself, and an escape
-//! (`%2F`, `\u002f`, `\x2f`, `\/`, `&#47;`, `&sol;`, `+` for a space; the
-//! ones [`spelled`] knows) also for the byte it spells, so the text is a
-//! graph of readings; the automaton's states at each position are those
-//! of every path through it, each kept once.
+//! (`%2F`, `\u002f`, `\x2f`, `\/`, `&#47;`, `&sol;`, `+` for a space, and
+//! escapes inside escapes, `%252F`; the ones [`spelled`] knows) also for
+//! the byte it spells, so the text is a graph of readings; the
+//! automaton's states at each position are those of every path through
+//! it, each kept once. Where an escape is nested deeper than
+//! [`spelled::DEPTH`] levels the scan notes the first such place
+//! ([`Scan::deep`]): the scrub reads no further.
 //!
 //! This is the scrubber's prefilter, never its judge: it reports a
 //! superset of the places where an occurrence ends (the automaton ignores
@@ -24,22 +27,22 @@
 //! found too, however long the run: the automaton keeps its state over
 //! it. A blank byte that some core holds is read both ways (as nothing
 //! and as itself), so that a value with a space in it does not stop the
-//! wrapped forms of every other value from being found.
+//! wrapped forms of every other value from being found. Quoted-printable's
+//! soft line break (`=` and CRLF or LF) is read as nothing too.
 
-use super::spelled::{self, escapes_at};
+use super::spelled::{self, escapes_in, soft_break, Memo};
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
 use smallvec::SmallVec;
 
-/// How far ahead of a position its escape may need to be read (an `&`
-/// looks for its `;` in the next `LONGEST + 4` bytes).
-const LOOKAHEAD: usize = spelled::LONGEST + 4;
+/// How far ahead of a position its escape may need to be read.
+const LOOKAHEAD: usize = spelled::WINDOW;
 
 /// Positions whose states are kept at once: an escape reaches at most
-/// `LONGEST` positions ahead.
-const RING: usize = 16;
-const _: () = assert!(spelled::LONGEST < RING);
+/// `LONGEST` positions ahead, a soft line break 3.
+const RING: usize = 64;
+const _: () = assert!(spelled::LONGEST + 3 < RING);
 
 /// The automaton over the cores of one set of patterns.
 pub(super) struct Cores {
@@ -47,6 +50,8 @@ pub(super) struct Cores {
     start: StateID,
     /// How each byte is read, by its value.
     reading: [Reading; 256],
+    /// The bytes some core holds, in either case.
+    held: [bool; 256],
 }
 
 /// How the scan reads a byte.
@@ -96,10 +101,16 @@ impl Cores {
                 };
             }
         }
+        let mut held = [false; 256];
+        for &b in cores.iter().flat_map(|c| c.iter()) {
+            held[b.to_ascii_lowercase() as usize] = true;
+            held[b.to_ascii_uppercase() as usize] = true;
+        }
         Some(Cores {
             dfa,
             start,
             reading,
+            held,
         })
     }
 
@@ -123,7 +134,7 @@ fn is_blank(b: u8) -> bool {
 
 /// Bytes that may open an escape: where a second reading starts.
 fn opens_escape(b: u8) -> bool {
-    matches!(b, b'%' | b'\\' | b'&' | b'+' | b'=')
+    spelled::opens(b)
 }
 
 type States = SmallVec<[StateID; 4]>;
@@ -138,17 +149,34 @@ pub(super) struct Scan {
     /// Positions after `at` that some escape reaches (their sets are not
     /// empty): while there are none the scan runs one path.
     ahead: usize,
+    /// The first position where an escape nested deeper than
+    /// [`spelled::DEPTH`] starts that spells a byte some core holds, once
+    /// one is read.
+    deep: Option<usize>,
+    /// The readings of escapes worked out so far.
+    memo: Memo,
+    /// The last position read inside a run of one byte, and its reading.
+    run: Option<(usize, spelled::Escapes)>,
 }
 
 impl Scan {
     pub(super) fn new(cores: &Cores) -> Scan {
-        let mut ring: [States; RING] = Default::default();
+        let mut ring: [States; RING] = std::array::from_fn(|_| States::new());
         ring[0].push(cores.start);
         Scan {
             ring,
             at: 0,
             ahead: 0,
+            deep: None,
+            memo: Memo::new(),
+            run: None,
         }
+    }
+
+    /// The first position where an escape nested deeper than the scan
+    /// reads starts, if one was read.
+    pub(super) fn deep(&self) -> Option<usize> {
+        self.deep
     }
 
     /// The next position the scan will read.
@@ -210,7 +238,21 @@ impl Scan {
             let states = std::mem::take(&mut self.ring[self.at % RING]);
             let byte = text[r];
             let escapes = if opens_escape(byte) {
-                escapes_at(&text[r..])
+                // Inside a run of one byte longer than an escape reaches
+                // (a thousand backslashes), every position reads as the
+                // one before it.
+                let run = text
+                    .get(r..r + spelled::WINDOW + 1)
+                    .is_some_and(|w| w.iter().all(|&c| c == byte));
+                let found = match &self.run {
+                    Some((at, was)) if run && *at + 1 == self.at => was.clone(),
+                    _ => escapes_in(&mut self.memo, text, base, r),
+                };
+                self.run = run.then(|| (self.at, found.clone()));
+                if self.deep.is_none() && found.deep.iter().any(|&b| cores.held[b as usize]) {
+                    self.deep = Some(self.at);
+                }
+                found.read
             } else {
                 SmallVec::new()
             };
@@ -224,9 +266,13 @@ impl Scan {
             let escaped_blank =
                 byte == b'\\' && matches!(text.get(r + 1), Some(b'n' | b'r' | b't'));
             let held_blank = is_blank(byte);
+            let soft = soft_break(&text[r..]);
             for &s in &states {
                 if escaped_blank {
                     self.put(self.at + 2, s);
+                }
+                if let Some(n) = soft {
+                    self.put(self.at + n, s);
                 }
                 if held_blank {
                     self.put(self.at + 1, s);

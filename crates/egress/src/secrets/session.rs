@@ -97,6 +97,7 @@ impl Session {
         let reason = match b.violation {
             Violation::Placeholder => Reason::StrayPlaceholder,
             Violation::Value => Reason::SecretValue,
+            Violation::Nested => Reason::ResponseWithheld,
         };
         self.decision_for(
             b.secret,
@@ -120,6 +121,10 @@ impl Session {
             ),
             Violation::Value => format!(
                 "blocked: the real value of secret {name} in a request from inside the sandbox"
+            ),
+            Violation::Nested => format!(
+                "withheld: escapes nested deeper than {} levels, which could spell the value of secret {name}",
+                super::spelled::DEPTH
             ),
         }
     }

@@ -11,7 +11,7 @@
 
 use super::super::coding::{self, Coding, DecodeBody};
 use super::super::paid::Prefixed;
-use super::super::rewrite::{rewrite_headers, Action, Kind, RewriteBody, Rewriter};
+use super::super::rewrite::{rewrite_headers, Action, Blocked, Kind, RewriteBody, Rewriter};
 use super::super::sniff::{self, Sniffed};
 use super::super::{readable, BoxError, OutBody};
 use super::{text, Session, HOP_BY_HOP};
@@ -258,6 +258,7 @@ async fn scrubbed(
     }
     parts.headers = headers;
     let watch = s.clone();
+    let cut = s.clone();
     let body = RewriteBody::new(
         inner,
         s.scrub.clone(),
@@ -271,7 +272,13 @@ async fn scrubbed(
                 ));
             }
         })),
-        None,
+        // Escapes nested past what the scrub reads: the rest of the body
+        // is withheld, for every secret it could have spelled.
+        Some(Box::new(move |b: Blocked| {
+            for i in 0..cut.term.secrets.len() {
+                (cut.record)(cut.blocked(Blocked { secret: i, ..b }));
+            }
+        })),
     )
     .boxed();
     Response::from_parts(parts, body)
