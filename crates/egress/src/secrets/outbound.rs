@@ -178,10 +178,12 @@ impl Body for Scanned {
         // Content-Length framing stays true.
         let mut hint = self.inner.size_hint();
         let held = (self.tail.len() + self.out.iter().map(Bytes::len).sum::<usize>()) as u64;
-        hint.set_lower(hint.lower() + held);
+        // The upper bound first: a lower one may never pass it (an exact
+        // hint of the inner body would panic the other way round).
         if let Some(u) = hint.upper() {
             hint.set_upper(u + held);
         }
+        hint.set_lower(hint.lower() + held);
         hint
     }
 }

@@ -261,6 +261,26 @@ impl Body for Prefixed {
     fn is_end_stream(&self) -> bool {
         self.read.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
     }
+
+    /// What was read and what is left: a body's length is kept whole
+    /// through the read.
+    fn size_hint(&self) -> SizeHint {
+        let held: u64 = self
+            .read
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let mut hint = match &self.rest {
+            Some(rest) => rest.size_hint(),
+            None => SizeHint::with_exact(0),
+        };
+        // The upper bound first: a lower one may never pass it.
+        if let Some(u) = hint.upper() {
+            hint.set_upper(u + held);
+        }
+        hint.set_lower(hint.lower() + held);
+        hint
+    }
 }
 
 #[cfg(test)]

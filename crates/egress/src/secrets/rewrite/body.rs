@@ -5,9 +5,9 @@
 //! its caller once which secrets were replaced, and what stopped it.
 
 use super::super::{BoxError, OutBody};
-use super::{rewrite_headers, Blocked, Patterns, Rewriter};
+use super::{rewrite_headers, Action, Blocked, Patterns, Rewriter};
 use bytes::Bytes;
-use hyper::body::{Body, Frame};
+use hyper::body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -29,6 +29,9 @@ pub(in crate::secrets) struct RewriteBody {
     rw: Rewriter,
     /// Data read from `inner` and not yet rewritten.
     rest: Bytes,
+    /// Nothing has been read from `inner` yet: what `inner` says of its
+    /// end and its length is still true of this body (see `size_hint`).
+    fresh: bool,
     done: bool,
     trailers: Option<Frame<Bytes>>,
     /// Trailers are dropped (a request's: they are not looked into).
@@ -52,6 +55,7 @@ impl RewriteBody {
             inner,
             rw: Rewriter::new(patterns),
             rest: Bytes::new(),
+            fresh: true,
             done: false,
             trailers: None,
             drop_trailers,
@@ -70,6 +74,7 @@ impl Body for RewriteBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        this.fresh = false;
         loop {
             if this.done {
                 return Poll::Ready(this.trailers.take().map(Ok));
@@ -166,4 +171,38 @@ impl Body for RewriteBody {
             }
         }
     }
+
+    /// A body that has nothing says so before it is read: a request's
+    /// client then sends no body at all, where it would otherwise frame
+    /// an empty one (`Transfer-Encoding: chunked`) on a DELETE, an
+    /// OPTIONS or a TRACE that had none.
+    fn is_end_stream(&self) -> bool {
+        if self.done {
+            return self.trailers.is_none();
+        }
+        // Nothing read, so nothing held by the rewriter either.
+        self.fresh && self.inner.is_end_stream()
+    }
+
+    /// Before anything is read, `inner`'s length, when the patterns
+    /// cannot change it (they only block): a body with a length goes on
+    /// with that length, as it was sent.
+    fn size_hint(&self) -> SizeHint {
+        if self.fresh && keeps_length(&self.rw.patterns) {
+            self.inner.size_hint()
+        } else if self.is_end_stream() {
+            SizeHint::with_exact(0)
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
+/// Whether what `patterns` let through is as long as what they were
+/// given: they replace nothing (they only block).
+fn keeps_length(patterns: &Patterns) -> bool {
+    patterns
+        .list
+        .iter()
+        .all(|p| matches!(p.action, Action::Block(_)))
 }
