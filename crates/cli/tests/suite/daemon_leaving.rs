@@ -329,3 +329,52 @@ fn a_terminal_whose_client_left_ends_even_while_its_process_reads_none_of_its_in
         Ok(c)
     });
 }
+
+/// A Connect streaming call of the E2B door's envd API (`method`, `json`
+/// its one message), as raw bytes.
+fn envd_stream(id: &str, access: &str, method: &str, json: &str) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    body.extend_from_slice(json.as_bytes());
+    let mut req = format!(
+        "POST {method} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/connect+json\r\nx-access-token: {access}\r\ne2b-sandbox-id: {id}\r\nauthorization: Basic dXNlcjo=\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    req
+}
+
+#[test]
+fn an_e2b_process_stream_connected_to_and_left_gives_its_place_back_while_the_process_is_quiet() {
+    // The quiet process holds one place; its two Connect streams the
+    // others.
+    let Some((_state, d, _t, id, access)) = quiet_sandbox("leaving-connect", 3) else {
+        return;
+    };
+    let e2b = d.e2b.clone().unwrap();
+    let start = envd_stream(
+        &id,
+        &access,
+        "/process.Process/Start",
+        r#"{"process":{"cmd":"/bin/sh","args":["-c","sleep 600"]}}"#,
+    );
+    let started = opened(&e2b, &start, "\"pid\"").unwrap();
+    // Its number inside the sandbox, as the owner lists it.
+    let (s, b) = call(&d, "GET", &format!("/v1/sandboxes/{id}/execs"), None, None);
+    assert_eq!(s, 200, "{b}");
+    let pid = json(&b)
+        .as_array()
+        .and_then(|a| a.iter().find_map(|e| e["pid"].as_u64()))
+        .unwrap_or_else(|| panic!("no running command: {b}"));
+    let connect = envd_stream(
+        &id,
+        &access,
+        "/process.Process/Connect",
+        &format!(r#"{{"process":{{"pid":{pid}}}}}"#),
+    );
+    left_streams_give_back(&d, "an E2B Connect stream", || {
+        opened(&e2b, &connect, "\"start\"")
+    });
+    drop(started);
+}
