@@ -192,8 +192,18 @@ impl Secret {
         }
     }
 
+    /// Whether `name:port` is one of the secret's own hosts: where its
+    /// placeholder is substituted.
     fn covers(&self, name: &str, port: u16) -> bool {
         self.hosts.allows(name, port).is_some()
+    }
+
+    /// Whether `name` is one of the secret's hosts on any port: the same
+    /// server may serve what it was sent on the secret's own port back on
+    /// another (a forge on 443 and 8443), so every port of it is
+    /// terminated and scrubbed, though substituted on its own only.
+    fn hosts_name(&self, name: &str) -> bool {
+        self.hosts.allows_name(name).is_some()
     }
 }
 
@@ -338,8 +348,27 @@ impl Terminator {
         self.rules.iter().any(|r| r.is_for(name, port))
     }
 
+    /// The methods the `--secret-rule`s for `name:port` name (a rule for
+    /// any method names none): when there are some, what other method a
+    /// request may be taken as is read.
+    fn rule_methods(&self, name: &str, port: u16) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self
+            .rules
+            .iter()
+            .filter(|r| r.is_for(name, port))
+            .filter_map(|r| r.method.clone())
+        {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
     /// Why no rule allows `method path` on `name:port`, when the host has
-    /// rules and none matches.
+    /// rules and none matches (`ruled` asks it of each method a request
+    /// may be taken as).
     fn rule_denies(&self, name: &str, port: u16, method: &str, path: &str) -> Option<String> {
         let rules: Vec<&SecretRule> = self.rules.iter().filter(|r| r.is_for(name, port)).collect();
         if rules.is_empty() {
@@ -397,9 +426,25 @@ impl Terminator {
     }
 
     /// Whether TLS to `name` on `port` is terminated: some secret or
-    /// request rule is for it.
+    /// request rule is for it. Both on every port of the name: a secret's
+    /// placeholder is substituted on its own port only, but what the
+    /// server was sent there may come back on any other, and is scrubbed
+    /// there too (what is not TLS to such a name is refused, never
+    /// spliced).
     pub fn terminates(&self, name: &str, port: u16) -> bool {
+        self.secret_host(name) || self.request_rules.covers(name, port)
+    }
+
+    /// Whether `name:port` itself is a secret's own host or has request
+    /// rules: what another name pinned to the same address and port
+    /// would reach unterminated (see `shares_address`).
+    pub fn serves_on(&self, name: &str, port: u16) -> bool {
         self.secrets.iter().any(|s| s.covers(name, port)) || self.request_rules.covers(name, port)
+    }
+
+    /// Whether `name` is a secret's host, on whatever port.
+    fn secret_host(&self, name: &str) -> bool {
+        self.secrets.iter().any(|s| s.hosts_name(name))
     }
 
     /// A secret whose placeholder appears in `bytes` (a plain request's

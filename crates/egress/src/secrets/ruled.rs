@@ -58,39 +58,39 @@ pub(super) async fn judge(
     body: OutBody,
 ) -> Result<Let, Refused> {
     let rules = &term.request_rules;
-    if !rules.covers(name, port) {
+    // The owner's `--secret-rule`s are decided on the same reading of the
+    // request as request rules, each refusal under its own reason.
+    let secret_ruled = term.has_rules(name, port);
+    let ruled = rules.covers(name, port);
+    if !ruled && !secret_ruled {
         return Ok(Let {
             body,
             tally: None,
             answered: false,
         });
     }
-    if let Some(header) = methods::path_override(parts) {
-        return Err(Box::new(path_override_refusal(
-            (name, port),
-            record,
-            parts,
-            path,
-            &header,
-        )));
-    }
     let start = std::time::Instant::now();
     // Each method the server may take the request as (a method-override
     // header, `_method` in the query or the body, which many frameworks
     // honour), its own first: the request is decided by the most refused.
     let mut methods = methods::named(parts);
-    let needs_rpc = methods
-        .iter()
-        .any(|m| rules.needs_body(name, port, m, path));
+    refused_by_head(term, (name, port), record, (parts, path), &methods)?;
+    let needs_rpc = ruled
+        && methods
+            .iter()
+            .any(|m| rules.needs_body(name, port, m, path));
     let kinds = if body.is_end_stream() {
         None
     } else {
-        form::body_kinds(parts).filter(|_| rules.method_matters(name, port, path))
+        form::body_kinds(parts).filter(|_| {
+            (ruled && rules.method_matters(name, port, path))
+                || (secret_ruled && !term.rule_methods(name, port).is_empty())
+        })
     };
     // How its body may give parameters a query condition looks at (servers
     // merge a body's with the query's): asked only where a rule with a
     // condition could match, so other requests' bodies are never read.
-    let param_kinds = if body.is_end_stream() || !rules.params_matter(name, port, path) {
+    let param_kinds = if !ruled || body.is_end_stream() || !rules.params_matter(name, port, path) {
         None
     } else {
         form::body_kinds(parts)
@@ -123,10 +123,19 @@ pub(super) async fn judge(
         unread = found.is_none();
         let more = found.unwrap_or_else(|| {
             let mut all = rules.methods_named(name, port);
+            all.extend(term.rule_methods(name, port));
             all.push("*".into());
             all
         });
         methods::add(&mut methods, more);
+    }
+    secret_rules::check(term, (name, port), record, (parts, path), &methods, unread)?;
+    if !ruled {
+        return Ok(Let {
+            body,
+            tally: None,
+            answered: false,
+        });
     }
     let rpc = match (&read, needs_rpc) {
         (_, false) | (Read::NoBody, _) => Rpc::NoBody,
@@ -202,6 +211,32 @@ pub(super) async fn judge(
         }),
         answered,
     })
+}
+
+/// Refused on what the head alone asks, before any of the body is read:
+/// a header some servers route on in place of the path, or (by the
+/// secret's rules) a method its head names (`methods`).
+fn refused_by_head(
+    term: &Terminator,
+    (name, port): (&str, u16),
+    record: &Recorder,
+    (parts, path): (&http::request::Parts, &str),
+    methods: &[String],
+) -> Result<(), Refused> {
+    if let Some(header) = methods::path_override(parts) {
+        let reason = if term.has_rules(name, port) {
+            Reason::SecretRule
+        } else {
+            Reason::RequestDenied
+        };
+        return Err(Box::new(path_override_refusal(
+            (name, port),
+            record,
+            (parts, path, reason),
+            &header,
+        )));
+    }
+    secret_rules::check(term, (name, port), record, (parts, path), methods, false)
 }
 
 /// The decision on `req` taken as each of `methods` (its own first):
@@ -404,8 +439,7 @@ fn empty() -> OutBody {
 fn path_override_refusal(
     (name, port): (&str, u16),
     record: &Recorder,
-    parts: &http::request::Parts,
-    path: &str,
+    (parts, path, reason): (&http::request::Parts, &str, Reason),
     header: &str,
 ) -> Response<OutBody> {
     let why = format!(
@@ -423,9 +457,9 @@ fn path_override_refusal(
         bytes_out: 0,
         bytes_in: 0,
         duration_ms: 0,
-        reason: Some(Cause::new(Reason::RequestDenied)),
+        reason: Some(Cause::new(reason)),
     });
-    forbidden(Reason::RequestDenied, &why)
+    forbidden(reason, &why)
 }
 
 /// The decision on a request whose body the proxy's memory budget cannot
@@ -608,9 +642,12 @@ fn forbidden(reason: Reason, why: &str) -> Response<OutBody> {
 mod ask;
 mod form;
 mod methods;
+mod secret_rules;
 pub(super) use ask::Grant;
 pub use ask::ASKED_ALWAYS;
 
+#[cfg(test)]
+mod secret_tests;
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests;

@@ -1,1 +1,2 @@
 mod plain_http;
+mod secret_ports;

@@ -87,19 +87,27 @@ pub(super) fn terminated(
 /// both being the host itself, its loopback or own addresses: a host port
 /// and a name pinned to the host reach the same listeners), when the
 /// connection to `name` is not terminated: its bytes would reach that
-/// name's server unterminated, under another name. Only pinned addresses
-/// are known for certain; a name the host resolves is not compared (see
-/// the threat model).
+/// name's server unterminated, under another name. A host port is
+/// compared on every port of such a name (a secret's host is terminated
+/// on all of them: the same application may serve on several); another
+/// pinned name, on the same port. Only pinned addresses are known for
+/// certain; a name the host resolves is not compared (see the threat
+/// model).
 pub(super) fn shares_address(shared: &Shared, name: &str, to: SocketAddr) -> Option<String> {
     let port = to.port();
     let t = shared.terminator.as_ref()?;
     if t.terminates(name, port) {
         return None;
     }
-    let mut pinned = shared
-        .hosts
-        .iter()
-        .filter(|(other, _)| other.as_str() != name && t.terminates(other, port));
+    let host_port = shared.is_host_service(name, port);
+    let mut pinned = shared.hosts.iter().filter(|(other, _)| {
+        other.as_str() != name
+            && if host_port {
+                t.terminates(other, port)
+            } else {
+                t.serves_on(other, port)
+            }
+    });
     let to_ip = to.ip().to_canonical();
     // Read only when some terminated name is pinned on this port.
     let mut own: Option<Option<Arc<[IpAddr]>>> = None;
@@ -117,7 +125,7 @@ pub(super) fn shares_address(shared: &Shared, name: &str, to: SocketAddr) -> Opt
             ip == to_ip || (host_itself(ip) && host_itself(to_ip))
         })
         .map(|(other, ip)| {
-            format!("{name} leads to {to}, where {other} (pinned to {ip}) is served; {other} on port {port} is reached only through the proxy's TLS terminator")
+            format!("{name} leads to {to}, where {other} (pinned to {ip}) is served; {other} is reached only through the proxy's TLS terminator")
         })
 }
 

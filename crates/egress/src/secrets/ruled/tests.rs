@@ -17,11 +17,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 type Seen = Arc<Mutex<Vec<String>>>;
+/// Each request's `METHOD target` with the headers it arrived with.
+pub(super) type Heads = Arc<Mutex<Vec<(String, http::HeaderMap)>>>;
 
-/// An HTTPS server for `name` on 127.0.0.1 (HTTP/1.1 and HTTP/2) that
-/// records `METHOD target` of every request it gets and answers `ok`; its
-/// authority's PEM.
-async fn recorder(name: &str) -> (u16, String, Seen) {
+/// An HTTPS server for `name` on 127.0.0.1 (HTTP/1.1, and HTTP/2 when
+/// `h2`) that records `METHOD target` of every request it gets (and its
+/// headers) and answers `ok`; its authority's PEM.
+async fn recorder(name: &str, h2: bool) -> (u16, String, Seen, Heads) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -42,24 +44,32 @@ async fn recorder(name: &str) -> (u16, String, Seen) {
         PrivateKeyDer::Pkcs8(key.serialize_der().into()),
     )
     .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = if h2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
+    let heads: Heads = Arc::new(Mutex::new(Vec::new()));
+    let (s, h) = (seen.clone(), heads.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, s) = (acceptor.clone(), s.clone());
+            let (acceptor, s, h) = (acceptor.clone(), s.clone(), h.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let s = s.clone();
+                    let (s, h) = (s.clone(), h.clone());
                     async move {
                         let target = req.uri().path_and_query().map(|p| p.to_string());
                         let line = format!("{} {}", req.method(), target.unwrap_or_default());
+                        h.lock()
+                            .unwrap()
+                            .push((line.clone(), req.headers().clone()));
                         let _ = req.into_body().collect().await;
                         s.lock().unwrap().push(line);
                         Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
@@ -73,19 +83,20 @@ async fn recorder(name: &str) -> (u16, String, Seen) {
             });
         }
     });
-    (port, ca.pem(), seen)
+    (port, ca.pem(), seen, heads)
 }
 
 /// A terminator for `rules` (and no secret) in front of the recorder; the
 /// port the sandbox's side connects to, the terminator, what the upstream
 /// saw and what was recorded.
-struct Rig {
+pub(super) struct Rig {
     front: u16,
     /// The upstream's port, which the connection's authority carries.
-    port: u16,
+    pub(super) port: u16,
     term: Arc<Terminator>,
     seen: Seen,
-    decisions: Arc<Mutex<Vec<Decision>>>,
+    pub(super) heads: Heads,
+    pub(super) decisions: Arc<Mutex<Vec<Decision>>>,
 }
 
 async fn rig(rules: &[(RequestAction, &str)]) -> Rig {
@@ -97,21 +108,33 @@ async fn rig_asking(
     rules: &[(RequestAction, &str)],
     asker: Option<Arc<dyn crate::ask::Asker>>,
 ) -> Rig {
-    let (port, pem, seen) = recorder("api.test").await;
+    let rules: Vec<(RequestAction, String)> =
+        rules.iter().map(|(a, e)| (*a, e.to_string())).collect();
+    rig_made(true, move |ca_file, port| {
+        let rules = rules
+            .iter()
+            .map(|(a, e)| RequestRule::parse(*a, &e.replace("PORT", &port.to_string())).unwrap())
+            .collect();
+        Terminator::new(Vec::new(), std::slice::from_ref(&ca_file.to_path_buf()))
+            .unwrap()
+            .with_requests(rules)
+            .with_asker(asker)
+    })
+    .await
+}
+
+/// A terminator `make` makes (given the upstream's authority file and
+/// port) in front of the recorder, which speaks HTTP/2 when `h2`.
+pub(super) async fn rig_made(
+    h2: bool,
+    make: impl FnOnce(&std::path::Path, u16) -> Terminator,
+) -> Rig {
+    let (port, pem, seen, heads) = recorder("api.test", h2).await;
     let dir = std::env::temp_dir().join(format!("warden-ruled-ca-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, pem).unwrap();
-    let rules = rules
-        .iter()
-        .map(|(a, e)| RequestRule::parse(*a, &e.replace("PORT", &port.to_string())).unwrap())
-        .collect();
-    let term = Arc::new(
-        Terminator::new(Vec::new(), std::slice::from_ref(&ca_file))
-            .unwrap()
-            .with_requests(rules)
-            .with_asker(asker),
-    );
+    let term = Arc::new(make(&ca_file, port));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(term.terminates("api.test", port));
     let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -141,6 +164,7 @@ async fn rig_asking(
         port,
         term,
         seen,
+        heads,
         decisions,
     }
 }
@@ -171,7 +195,7 @@ impl Rig {
     /// Send `raw` (`HOST` standing for the connection's own authority) on
     /// a connection of its own and read what comes back until the
     /// terminator closes it or 2 s pass.
-    async fn raw(&self, raw: &str) -> String {
+    pub(super) async fn raw(&self, raw: &str) -> String {
         let raw = raw.replace("HOST", &format!("api.test:{}", self.port));
         let mut tls = self.connect(&[b"http/1.1"]).await;
         tls.write_all(raw.as_bytes()).await.unwrap();
@@ -181,7 +205,7 @@ impl Rig {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn seen(&self) -> Vec<String> {
+    pub(super) fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
     }
 }

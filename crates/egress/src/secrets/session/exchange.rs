@@ -260,19 +260,13 @@ async fn upgraded(
 
 /// Why an upgrade cannot be relayed on this session, if it cannot.
 fn refusal(s: &Session) -> Option<(Cause, String)> {
+    let why = format!(
+        "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
+        s.name
+    );
     s.term
-        .secrets
-        .iter()
-        .any(|x| x.covers(&s.name, s.port))
-        .then(|| {
-            (
-                Cause::new(Reason::UpgradeWithSecrets),
-                format!(
-                    "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
-                    s.name
-                ),
-            )
-        })
+        .secret_host(&s.name)
+        .then(|| (Cause::new(Reason::UpgradeWithSecrets), why))
 }
 
 /// The body checked for credentials as it leaves (see `outbound`): a
@@ -325,18 +319,8 @@ fn checked_path(s: &Session, parts: &http::request::Parts) -> Result<String, Ans
             format!("refused: {e}"),
         ))
     })?;
-    if let Some(why) = s
-        .term
-        .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
-    {
-        // The rule that would allow this very request.
-        let entry = format!("{} {}{path}", parts.method, s.name);
-        return Err(Box::new(s.refuse(
-            StatusCode::FORBIDDEN,
-            Cause::with_entry(Reason::SecretRule, entry),
-            why,
-        )));
-    }
+    // The secret's rules are decided with the request rules (`ruled`), on
+    // every method the request may be taken as.
     Ok(path)
 }
 
@@ -377,7 +361,9 @@ fn substituted_headers(
     substituted: &mut Vec<usize>,
 ) -> Result<http::HeaderMap, Answer> {
     let mut headers = http::HeaderMap::new();
-    let own = s.term.secrets.iter().any(|x| x.covers(&s.name, s.port));
+    // A secret's host on any port: a value sent on the secret's own port
+    // may be echoed on another.
+    let own = s.term.secret_host(&s.name);
     for (k, v) in parts.headers.iter() {
         let key = k.as_str();
         if HOP_BY_HOP.contains(&key) || key == "host" || readable::left_out(key, own) {

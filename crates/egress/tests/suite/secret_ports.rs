@@ -1,0 +1,377 @@
+//! A secret's host on a port other than the secret's own: one application
+//! served on two TLS ports that share their storage (a self-hosted forge
+//! on 443 and 8443), its secret given for the first port only. What the
+//! sandbox stores through the secret's own port (its placeholder
+//! substituted there) must not come back unscrubbed through the other,
+//! whether that port is reached by the secret's host name or by the
+//! host's own name (`host.warden.internal`, a host port). A real proxy on
+//! loopback with a real terminator; the client reaches it as the explicit
+//! proxy is reached (CONNECT), then speaks TLS through the tunnel.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use warden_egress::decision::{Decision, Observer};
+use warden_egress::proxy::{Hooks, Proxy};
+use warden_egress::secrets::{placeholder, Secret, Terminator};
+use warden_policy::DomainRule;
+
+/// A value shaped like no credential rule, so the outbound scan leaves it
+/// to the substitution.
+const VALUE: &str = "sv-RealSecretValue-5f2c9e1d7a3b";
+
+/// One application on two TLS ports of 127.0.0.1 (its own authority),
+/// sharing one note: `POST /store` keeps the body, `GET /load` answers it.
+struct Store {
+    ports: [u16; 2],
+    ca_pem: String,
+    cert_der: Vec<u8>,
+}
+
+impl Store {
+    fn start() -> Store {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        // Its certificate names the host too, as a server on the host
+        // reached by a host port may (or a client that verifies nothing
+        // takes it anyway).
+        let names = vec![
+            "api.test".to_string(),
+            warden_policy::HOST_ALIAS.to_string(),
+        ];
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap(),
+        );
+        let note = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let mut ports = [0u16; 2];
+        for port in &mut ports {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            *port = listener.local_addr().unwrap().port();
+            let (config, note) = (config.clone(), note.clone());
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(conn) = conn else { continue };
+                    let (config, note) = (config.clone(), note.clone());
+                    std::thread::spawn(move || serve_store(conn, config, &note));
+                }
+            });
+        }
+        Store {
+            ports,
+            ca_pem: ca.pem(),
+            cert_der: cert.der().to_vec(),
+        }
+    }
+}
+
+/// One request on `conn`, answered with `Connection: close`.
+fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<Vec<u8>>) {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let Ok(tls) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let mut s = rustls::StreamOwned::new(tls, conn);
+    let mut buf = Vec::new();
+    let (store, head_len, length) = loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+            let length: usize = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+                .unwrap_or(0);
+            break (req.path == Some("/store"), n, length);
+        }
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    while buf.len() < head_len + length {
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let answer = if store {
+        *note.lock().unwrap() = buf[head_len..head_len + length].to_vec();
+        b"stored".to_vec()
+    } else {
+        note.lock().unwrap().clone()
+    };
+    let mut out = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&answer);
+    let _ = s.write_all(&out);
+    let _ = s.flush();
+    s.conn.send_close_notify();
+    let _ = s.flush();
+}
+
+/// Hears every decision.
+#[derive(Default)]
+struct Heard(Mutex<Vec<Decision>>);
+
+impl Observer for Heard {
+    fn decision(&self, _: Option<u64>, d: &Decision) {
+        self.0.lock().unwrap().push(d.clone());
+    }
+    fn closed(&self, _: u64, _: &Decision) {}
+}
+
+/// A proxy whose secret is for `api.test` on the store's first port
+/// (substituted in bodies), `api.test` pinned by the owner to 127.0.0.1
+/// and allowed on both ports, and `host_ports` of the host; it, its port,
+/// its authority's PEM, the placeholder and what it decided.
+fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Arc<Heard>) {
+    let [own, other] = store.ports;
+    let dir =
+        std::env::temp_dir().join(format!("warden-secret-ports-{}-{own}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, &store.ca_pem).unwrap();
+    let held = placeholder().unwrap();
+    let secret = Secret::new(
+        "TOKEN".into(),
+        held.clone(),
+        VALUE.as_bytes().to_vec(),
+        vec![DomainRule::parse(&format!("api.test:{own}")).unwrap()],
+        true,
+    );
+    let term = Terminator::new(vec![secret], std::slice::from_ref(&ca_file)).unwrap();
+    std::fs::remove_file(&ca_file).unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    let ca = term.ca_pem().to_string();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = tcp.local_addr().unwrap().port();
+    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut domains = vec![
+        DomainRule::parse(&format!("api.test:{own}")).unwrap(),
+        DomainRule::parse(&format!("api.test:{other}")).unwrap(),
+    ];
+    // As the policy resolves a host port: an entry for the host's name.
+    for port in &host_ports {
+        domains.push(DomainRule::parse(&format!("{}:{port}", warden_policy::HOST_ALIAS)).unwrap());
+    }
+    let spec = warden_policy::EgressSpec {
+        domains,
+        allow_http: false,
+        hosts: vec![("api.test".into(), "127.0.0.1".parse().unwrap())],
+        cidrs: Vec::new(),
+        host_ports,
+        ask: false,
+        log: false,
+        quota: None,
+        idle_timeout: Duration::from_secs(60),
+        secrets: Vec::new(),
+        secret_rules: Vec::new(),
+        upstream_ca: Vec::new(),
+        learn: false,
+        requests: Vec::new(),
+    };
+    let heard = Arc::new(Heard::default());
+    let hooks = Hooks {
+        observer: heard.clone(),
+        asker: None,
+        terminator: Some(term),
+        test: Default::default(),
+    };
+    let p = Proxy::start(&spec, OwnedFd::from(tcp), OwnedFd::from(dns), hooks).unwrap();
+    (p, at, ca, held, heard)
+}
+
+/// What a client gets for `request` sent over TLS for `target`'s name
+/// through a CONNECT to `target` (`None` when the tunnel or the handshake was
+/// refused), and the certificate the far end showed. It trusts both the
+/// proxy's authority and the store's, so that a spliced connection is
+/// seen as one (the store's own certificate), not as a failure.
+fn through(
+    proxy_port: u16,
+    target: &str,
+    cas: [&str; 2],
+    request: &str,
+) -> Option<(String, Vec<u8>)> {
+    let mut tcp = TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(tcp, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        match tcp.read(&mut byte) {
+            Ok(1) => answer.push(byte[0]),
+            _ => return None,
+        }
+    }
+    if !answer.starts_with(b"HTTP/1.1 200") {
+        return None;
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for pem in cas {
+        for c in rustls_pemfile::certs(&mut pem.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = target
+        .rsplit_once(':')
+        .map_or(target, |(n, _)| n)
+        .to_string();
+    let name = rustls::pki_types::ServerName::try_from(name).unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    s.write_all(request.as_bytes()).ok()?;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let shown = s.conn.peer_certificates()?.first()?.to_vec();
+    Some((String::from_utf8_lossy(&out).into_owned(), shown))
+}
+
+/// Store the placeholder through the secret's own port (where it is
+/// substituted), and check the store got the real value.
+fn store_through_own_port(store: &Store, at: u16, cas: [&str; 2], held: &str) {
+    let [own, _] = store.ports;
+    let body = format!("note={held}");
+    let req = format!(
+        "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("stored");
+    assert!(answer.contains("stored"), "{answer}");
+    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{own}\r\nConnection: close\r\n\r\n");
+    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &load).expect("loaded");
+    assert!(
+        answer.contains(&format!("note={held}")),
+        "scrubbed on its own port: {answer}"
+    );
+}
+
+#[test]
+fn a_secrets_host_on_another_allowed_port_is_terminated_and_scrubbed_not_spliced() {
+    let store = Store::start();
+    let [_, other] = store.ports;
+    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
+    let cas = [ca.as_str(), store.ca_pem.as_str()];
+    store_through_own_port(&store, at, cas, &held);
+    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{other}\r\nConnection: close\r\n\r\n");
+    let (answer, shown) = through(at, &format!("api.test:{other}"), cas, &load).expect("answered");
+    assert!(
+        shown != store.cert_der,
+        "spliced: the sandbox met the server's own certificate"
+    );
+    assert!(
+        !answer.contains(VALUE),
+        "the real value came back on the other port: {answer}"
+    );
+    assert!(answer.contains(&format!("note={held}")), "{answer}");
+    // The placeholder is substituted on the secret's own port only: on
+    // the other, it is refused as going to a host that is not its own.
+    let body = format!("note={held}");
+    let req = format!(
+        "POST /store HTTP/1.1\r\nHost: api.test:{other}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = through(at, &format!("api.test:{other}"), cas, &req).expect("answered");
+    assert!(!answer.contains("stored"), "{answer}");
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        heard.iter().any(|d| !d.allowed
+            && d.port == other
+            && d.reason.as_ref().map(|c| c.reason.code()) == Some("stray_placeholder")),
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn a_host_port_on_the_same_server_as_a_secrets_host_is_refused_not_spliced() {
+    let store = Store::start();
+    let [_, other] = store.ports;
+    let (_p, at, ca, held, heard) = proxy(&store, vec![other]);
+    let cas = [ca.as_str(), store.ca_pem.as_str()];
+    store_through_own_port(&store, at, cas, &held);
+    let load = format!(
+        "GET /load HTTP/1.1\r\nHost: host.warden.internal:{other}\r\nConnection: close\r\n\r\n"
+    );
+    let got = through(at, &format!("host.warden.internal:{other}"), cas, &load);
+    if let Some((answer, _)) = &got {
+        assert!(
+            !answer.contains(VALUE),
+            "the real value came back through the host port: {answer}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        heard.iter().any(|d| !d.allowed
+            && d.port == other
+            && d.reason.as_ref().map(|c| c.reason.code()) == Some("terminated_address")),
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn what_is_not_tls_to_a_secrets_host_on_another_port_is_refused_not_spliced() {
+    // Another protocol on an explicit `name:port` entry (SSH to a forge
+    // whose HTTPS has the secret) could carry the stored value back
+    // unscrubbed: it is refused, with its reason.
+    let store = Store::start();
+    let [_, other] = store.ports;
+    let (_p, at, _, _, heard) = proxy(&store, Vec::new());
+    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        tcp,
+        "CONNECT api.test:{other} HTTP/1.1\r\nHost: api.test:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out);
+    assert!(!out.contains(VALUE), "{out}");
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        heard.iter().any(|d| !d.allowed
+            && d.port == other
+            && d.reason.as_ref().map(|c| c.reason.code()) == Some("secret_needs_tls")),
+        "{heard:?}"
+    );
+}
