@@ -98,8 +98,8 @@ pub struct App {
     /// The dashboard's browser sessions.
     pub sessions: crate::session::Sessions,
     /// Every MCP endpoint's sessions: who began each, and the token each
-    /// counts against (see [`crate::mcp::http::Bindings`]).
-    pub mcp_sessions: crate::mcp::http::Bindings,
+    /// counts against (see [`crate::mcp::ledger::Bindings`]).
+    pub mcp_sessions: crate::mcp::ledger::Bindings,
     /// What each sandbox's audit log counts (denials, violations).
     pub tallies: crate::tally::Tallies,
     /// The long-lived answers tokens hold open (see [`crate::leases`]).

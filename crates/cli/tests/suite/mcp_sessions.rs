@@ -100,8 +100,8 @@ fn another_tokens_request_to_a_session_is_answered_as_an_unknown_session_for_eve
 
 /// Sessions cost the daemon memory, and once they were evicted oldest
 /// first across callers: one token opening thousands ended another's live
-/// session. Now a caller keeps at most 16 open, its next is refused, and
-/// the other caller's session goes on.
+/// session. Now a token keeps at most 32 open over every MCP endpoint
+/// together, its next is refused, and the other token's session goes on.
 #[test]
 fn a_token_opening_session_after_session_is_refused_past_its_bound_and_another_tokens_goes_on() {
     if !curl_available() {
@@ -120,7 +120,7 @@ fn a_token_opening_session_after_session_is_refused_past_its_bound_and_another_t
     assert_eq!(code, 202);
 
     let mut mine = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..32 {
         let (code, head) = raw(&addr, "POST", &greedy, None, INITIALIZE);
         assert_eq!(code, 200, "{head}");
         mine.push(session_of(&head));

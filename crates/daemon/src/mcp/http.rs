@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::{Session, Settings};
 use crate::app::App;
 
-pub use super::bound::{Bindings, RecordedAs};
+pub use super::bound::RecordedAs;
 
 /// The session check of an endpoint at `path` (see [`super::bound`]).
 fn bound(app: Arc<App>, path: &'static str) -> Arc<super::bound::Door> {

@@ -28,6 +28,7 @@ mod files;
 pub mod http;
 mod inner;
 mod lease;
+pub mod ledger;
 mod tools;
 
 use axum::http::Method;
