@@ -148,11 +148,11 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     };
     let rootfs = match &fs.rootfs {
         Some(r) => {
-            let (r, id) = crate::shares::check_dir("`filesystem.rootfs`", r)?;
+            let (r, opened) = crate::shares::check_dir("`filesystem.rootfs`", r)?;
             if !r.join("usr").is_dir() && !r.join("bin").exists() {
                 return Err(VmError::BadRootfs(r));
             }
-            Some((r, id))
+            Some((r, opened.id, std::sync::Arc::new(opened.fd)))
         }
         None => None,
     };
@@ -167,7 +167,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     sweep_runs(&dir.join("run"));
     let mut degraded = Vec::new();
     let root_image = match &rootfs {
-        Some((tree, _)) => root_image(tree, &kernel, &cache, &mut degraded)?,
+        Some((tree, _, fd)) => root_image((tree, fd), &kernel, &cache, &mut degraded)?,
         None => None,
     };
     let initramfs = crate::image::initramfs(&kernel, &cache, root_image.as_ref().map(|(_, f)| *f))?;
@@ -259,8 +259,8 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     match root_image {
         Some((image, _)) => config.root_image = Some(image),
         None => {
-            config.rootfs_id = rootfs.as_ref().map(|(_, id)| *id);
-            config.rootfs = rootfs.map(|(r, _)| r);
+            config.rootfs_id = rootfs.as_ref().map(|(_, id, _)| *id);
+            config.rootfs = rootfs.map(|(r, _, _)| r);
         }
     }
     config.ram = crate::pause::ram_for(&config);
@@ -277,7 +277,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
 /// host has no tool whose format the guest kernel mounts (said as a
 /// `degraded` layer: the VMM's 9p server then serves the guest's root).
 fn root_image(
-    tree: &std::path::Path,
+    (tree, opened): (&std::path::Path, &std::sync::Arc<std::os::fd::OwnedFd>),
     kernel: &crate::GuestKernel,
     cache: &std::path::Path,
     degraded: &mut Vec<(&'static str, String)>,
@@ -297,7 +297,8 @@ fn root_image(
         ));
         return Ok(None);
     };
-    let manifest = rootimage::manifest(tree, tool.format)?;
+    // Walked and built from the tree opened and checked, never its path.
+    let manifest = rootimage::manifest_of(tree, Some(opened.clone()), tool.format)?;
     let (image, _built) = rootimage::image(&manifest, &tool, cache)?;
     Ok(Some((image, tool.format)))
 }

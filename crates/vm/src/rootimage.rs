@@ -223,6 +223,13 @@ pub struct Manifest {
     /// An estimate of the space its files, directories and links take in
     /// blocks of 4 KiB.
     pub blocks: u64,
+    /// The tree opened once, through no link, and checked
+    /// (`crate::shares::check_dir`): what is walked and what the tool's
+    /// root binds at `tree` (only where its own lookup finds this very
+    /// directory), so that a link swapped into `tree`'s path while the
+    /// image is built never puts another directory's files in it. `None`:
+    /// walked and bound by path.
+    pub source: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// Can this process read `m`'s file without any capability (the jail the
@@ -260,16 +267,35 @@ fn builder(tree: &Path) -> (u32, Vec<u32>) {
 /// Walk `tree` (never following a link) into its manifest, refusing an
 /// entry the tool could not read.
 pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError> {
-    let (uid, groups) = builder(tree);
+    manifest_of(tree, None, format)
+}
+
+/// [`manifest`] of the tree `source` opened and checked (named `tree` in
+/// messages), walked through `/proc/self/fd/N`: that very directory,
+/// whatever `tree`'s path holds by now.
+pub fn manifest_of(
+    tree: &Path,
+    source: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    format: Format,
+) -> Result<Manifest, RootImageError> {
+    use std::os::fd::AsRawFd;
+    // `/.`: the walk's first entry is the directory the link leads to,
+    // not the link in /proc itself.
+    let walked = source
+        .as_ref()
+        .map(|fd| PathBuf::from(format!("/proc/self/fd/{}/.", fd.as_raw_fd())));
+    let top = walked.as_deref().unwrap_or(tree);
+    let shown = |p: &Path| tree.join(p.strip_prefix(top).unwrap_or(p));
+    let (uid, groups) = builder(top);
     let mut h = Sha256::new();
     h.update(format.as_str().as_bytes());
     let (mut entries, mut bytes, mut blocks) = (0u64, 0u64, 0u64);
-    let walk = walkdir::WalkDir::new(tree)
+    let walk = walkdir::WalkDir::new(top)
         .follow_links(false)
         .sort_by_file_name();
     for e in walk {
         let e = e.map_err(|err| {
-            let path = err.path().unwrap_or(tree).to_path_buf();
+            let path = shown(err.path().unwrap_or(top));
             RootImageError::Walk {
                 tree: tree.to_path_buf(),
                 path,
@@ -278,7 +304,7 @@ pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError>
         })?;
         let walk_err = |source| RootImageError::Walk {
             tree: tree.to_path_buf(),
-            path: e.path().to_path_buf(),
+            path: shown(e.path()),
             source,
         };
         let m = e.metadata().map_err(|err| walk_err(err.into()))?;
@@ -286,10 +312,10 @@ pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError>
         if (ft.is_file() || ft.is_dir()) && !readable(&m, uid, &groups) {
             return Err(RootImageError::Unreadable {
                 tree: tree.to_path_buf(),
-                path: e.path().to_path_buf(),
+                path: shown(e.path()),
             });
         }
-        let rel = e.path().strip_prefix(tree).unwrap_or(e.path());
+        let rel = e.path().strip_prefix(top).unwrap_or(e.path());
         h.update(rel.as_os_str().as_bytes());
         h.update([0]);
         for n in [
@@ -331,6 +357,7 @@ pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError>
         entries,
         bytes,
         blocks,
+        source,
     })
 }
 
@@ -414,7 +441,13 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     if tool.format == Format::Ext4 {
         file.set_len(ext4_size(m)).map_err(write_err)?;
     }
-    let (uid, groups) = builder(&m.tree);
+    let (uid, groups) = match &m.source {
+        Some(fd) => {
+            use std::os::fd::AsRawFd;
+            builder(Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())))
+        }
+        None => builder(&m.tree),
+    };
     let gid = groups.first().copied().unwrap_or(uid);
     let root = warden_jail::host::is_root();
     if root {
@@ -444,7 +477,21 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     .filter(|p| p.exists())
     .collect();
     readable.push(tool.path.clone());
-    readable.push(m.tree.clone());
+    // The tree checked is placed at its own path in the tool's root from
+    // its descriptor (never its path followed again); unchecked, by path.
+    let placed: Vec<warden_jail::vmm::Placed> = match &m.source {
+        Some(fd) => vec![warden_jail::vmm::Placed {
+            host: m.tree.clone(),
+            source: fd.clone(),
+            inside: m.tree.clone(),
+            writable: false,
+            view: None,
+        }],
+        None => {
+            readable.push(m.tree.clone());
+            Vec::new()
+        }
+    };
     // The tool's own root is built in an empty directory beside the image
     // (a mount point in its own mount namespace only), removed after it.
     let jail_root = JailRoot::make(tmp.with_file_name(format!(
@@ -458,7 +505,7 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         writable: vec![tmp.to_path_buf()],
         writable_dirs: Vec::new(),
         devices: Vec::new(),
-        placed: Vec::new(),
+        placed,
         root: jail_root.0.clone(),
     };
     let ids = root.then_some((uid, gid));
@@ -634,6 +681,56 @@ mod tests {
             .set_modified(mtime)
             .unwrap();
         assert_ne!(a.key, manifest(dir.path(), Format::Ext4).unwrap().key);
+    }
+
+    /// A `--rootfs` tree whose parent is swapped for a link to a root-only
+    /// tree after the tree was checked (the review's 28b swap, on the
+    /// tree the image is built from): the walk and the build read the
+    /// tree checked, never the victim's. The build needs an image tool
+    /// and root (its jail); without them only the walk is shown.
+    #[test]
+    fn a_tree_swapped_for_a_link_after_its_check_is_neither_walked_nor_built_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        let tree = top.join("p/sub/tree");
+        std::fs::create_dir_all(tree.join("etc")).unwrap();
+        std::fs::write(tree.join("etc/os-release"), "NAME=own").unwrap();
+        let victim = top.join("victim");
+        std::fs::create_dir_all(victim.join("tree/etc")).unwrap();
+        std::fs::write(victim.join("tree/etc/shadow"), "VICTIM").unwrap();
+        let (_, opened) = crate::shares::check_dir("`filesystem.rootfs`", &tree).unwrap();
+        let fd = std::sync::Arc::new(opened.fd);
+        let own = manifest_of(&tree, Some(fd.clone()), Format::Ext4).unwrap();
+        assert_eq!(own.key, manifest(&tree, Format::Ext4).unwrap().key);
+        let tool = find_tool(None).filter(|_| warden_jail::host::is_root());
+        if let Some(tool) = &tool {
+            // Unswapped, the image is built (the control).
+            image(&own, tool, &top.join("cache-own")).unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, top.join("p/sub.lnk")).unwrap();
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            top.join("p/sub"),
+            rustix::fs::CWD,
+            top.join("p/sub.lnk"),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .unwrap();
+        // By path, the tree is the victim's now (what was walked before).
+        assert!(tree.join("etc/shadow").exists());
+        let walked = manifest_of(&tree, Some(fd.clone()), Format::Ext4).unwrap();
+        assert_eq!(walked.key, own.key, "the walk read another tree");
+        assert_eq!(walked.entries, 3);
+        let Some(tool) = tool else {
+            eprintln!("skipped the build: no image tool, or not root");
+            return;
+        };
+        let built = image(&walked, &tool, &top.join("cache"));
+        eprintln!("the build through the link: {built:?}");
+        assert!(
+            built.is_err(),
+            "an image was built through the link: {built:?}"
+        );
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub struct Opened {
 /// `path` as a directory the VMM may export: absolute, without `..`,
 /// without a symbolic link on the way (the guest would see another tree
 /// than the one named), and a directory (9p exports directories only).
-pub fn check_dir(what: &'static str, path: &Path) -> Result<(PathBuf, Identity), ShareError> {
+pub fn check_dir(what: &'static str, path: &Path) -> Result<(PathBuf, Opened), ShareError> {
     let (resolved, opened) = check_path(what, path)?;
     if !opened.dir {
         return Err(ShareError::Refused {
@@ -166,7 +166,7 @@ pub fn check_dir(what: &'static str, path: &Path) -> Result<(PathBuf, Identity),
             why: "is not a directory",
         });
     }
-    Ok((resolved, opened.id))
+    Ok((resolved, opened))
 }
 
 /// `path` as a bind the VMM may share: absolute, without `..`, without a
