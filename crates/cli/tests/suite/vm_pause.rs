@@ -450,7 +450,27 @@ fn a_vm_paused_to_disk_whose_supervisor_was_killed_is_resumed_by_a_new_one_with_
         code(&o) == 0
     });
     let before = count(s, "rb");
+    // The layer is held in a tmpfs of the disk budget while the VM runs:
+    // a pause to disk writes it back with the memory, so a write made
+    // before it outlives the supervisor killed afterwards.
+    ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "rb",
+            "--",
+            "sh",
+            "-c",
+            "echo kept > /workspace/before-pause",
+        ],
+        None,
+    ));
     let old = paused_to_disk_and_orphaned(s, "rb");
+    assert_eq!(
+        std::fs::read_to_string(sandbox_dir(s, "rb").join("upper/before-pause")).ok(),
+        Some("kept\n".to_string()),
+        "the layer written before the pause to disk was not saved with it"
+    );
     let ls = vm_warden(s, &["ls"], None);
     assert!(
         stderr(&ls).contains("paused to disk, is kept there"),
@@ -471,6 +491,16 @@ fn a_vm_paused_to_disk_whose_supervisor_was_killed_is_resumed_by_a_new_one_with_
         "the counter to go on after the resume",
         Duration::from_secs(30),
         || count(s, "rb") > after,
+    );
+    let o = ok(&vm_warden(
+        s,
+        &["exec", "rb", "--", "cat", "/workspace/before-pause"],
+        None,
+    ));
+    assert_eq!(
+        o.trim(),
+        "kept",
+        "the resumed guest lost its workspace's file"
     );
     // The new supervisor's shares and exec numbers serve new commands.
     let o = ok(&vm_warden(
