@@ -445,7 +445,12 @@ impl Live {
         // the memory, so that the pause outlives this process whole.
         if let Some(held) = &self.config.workspace_held {
             if let Err(e) = held.sync() {
-                return Err(ControlError::Failed(warden_jail::chain_str(&e)));
+                // The VM is on disk all the same; its layer stays in this
+                // supervisor's tmpfs and is written back at the stop.
+                return Err(ControlError::Failed(format!(
+                    "the VM is paused to disk, but its workspace layer stays in its supervisor's memory until the sandbox stops: {}",
+                    warden_jail::chain_str(&e)
+                )));
             }
         }
         Ok("disk (the guest's memory saved to the sandbox's state, its VMM ended)")
