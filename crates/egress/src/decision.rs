@@ -237,6 +237,7 @@ reasons! {
     HeldBodyTooLarge => "held_body_too_large", -, "A request an ask rule holds has a body too large to read whole, which a person could not be shown (its digest is of all of it): refused, never asked about blind.";
     RequestDeniedWhenAsked => "request_denied_when_asked", AllowRequest, "A person denied the request when an ask rule asked about it, or no answer came in time.";
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
+    PackedBody => "packed_body", -, "A request body on a terminated connection is compressed data that cannot be read to check it for the secrets' values (a format warden cannot decode, stacked or costly codings, or too large to hold): refused.";
     CredentialInRequest => "credential_in_request", -, "A request's header, path or query on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     UpgradeWithSecrets => "upgrade_with_secrets", -, "A WebSocket upgrade to a secret's host: the frames after it could not be checked for the secret.";
     BytesBeforeUpgrade => "bytes_before_upgrade", -, "The sandbox sent bytes behind a WebSocket upgrade request before the server's 101 answered it (read with its head, or first bytes after it that are not a client's masked frame, as no HTTP request is): never decided as a request, they were not relayed and the connection was closed.";

@@ -12,9 +12,13 @@
 //! whether the connection may be made (the proxy did) and never records a
 //! value.
 
+#[cfg(test)]
+mod echo_attacks;
 mod exchange;
 mod misplaced;
+mod packed;
 mod scrub;
+mod unpack;
 
 use super::rewrite::{Blocked, Patterns, Place, Violation};
 use super::{bulk, outbound, OutBody, Recorder, Terminator, BUFFER_LIMIT, H2_STREAMS};

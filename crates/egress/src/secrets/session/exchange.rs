@@ -133,7 +133,9 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         tally,
         answered,
     } = ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
-    // The sandbox's own bytes, before any placeholder is substituted.
+    // The sandbox's own bytes, before any placeholder is substituted;
+    // compressed ones read through their codings first.
+    let body = super::packed::checked(s, &parts, body).await?;
     let body = scanned_body(s, &parts, body).await?;
     let mut substituted: Vec<usize> = Vec::new();
     let target = substituted_target(s, &parts, path, &mut substituted)?;

@@ -1,7 +1,7 @@
 //! A response from a secret's host on its way back to the sandbox: its
 //! reason phrase and headers scrubbed of the secrets' values, its body
-//! decoded from its codings (declared, or told by its first bytes where
-//! the host is sent secrets in bodies) and scrubbed as it streams, one
+//! decoded from its codings (declared, or told by its first bytes: see
+//! [`unpack`]) and scrubbed as it streams, one
 //! that cannot be read to check it (an unknown coding, a charset that
 //! does not spell ASCII as ASCII, compressed data warden cannot decode)
 //! withheld, and none relayed where a response has none (to HEAD, a 1xx,
@@ -9,18 +9,15 @@
 //! (the exchange did) and never records a value, only which secret was
 //! scrubbed.
 
-use super::super::coding::{self, Coding, DecodeBody};
-use super::super::paid::Prefixed;
+use super::super::coding::{self, DecodeBody};
 use super::super::rewrite::{rewrite_headers, Action, Blocked, Kind, RewriteBody, Rewriter};
-use super::super::sniff::{self, Sniffed};
 use super::super::{readable, BoxError, OutBody};
+use super::unpack::{self, Unreadable};
 use super::{text, Session, HOP_BY_HOP};
 use crate::decision::{Reason, SecretAction};
-use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::{Response, StatusCode};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A response warden cannot check for the secrets' values does not reach
@@ -80,77 +77,34 @@ pub(super) async fn scrub_response(
     }
 }
 
-/// A response of compressed data (`what`) withheld from the sandbox of a
-/// host that is sent secrets in bodies.
+/// A response of compressed data (`what`) withheld from the sandbox.
 fn withhold_packed(s: &Session, what: &str) -> Response<OutBody> {
     withhold(
         s,
-        &format!("a response of compressed data ({what}) from a secret's host that is sent secrets in bodies was withheld (warden cannot read it to check it for the value)"),
-        format!("warden: the server sent {what}, compressed data warden cannot read to check it for secrets this host is sent in bodies, so it is withheld\n"),
+        &format!("a response of compressed data ({what}) from a secret's host was withheld (warden cannot read it to check it for the value)"),
+        format!("warden: the server sent {what}, compressed data warden cannot read to check it for secrets, so it is withheld\n"),
     )
 }
 
-/// The first `n` bytes of `body` (fewer where it ends first), and the
-/// body whole again: what was read is handed on first.
-async fn peek(mut body: OutBody, n: usize) -> Result<(Vec<u8>, OutBody), BoxError> {
-    let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
-    let mut head = Vec::new();
-    while head.len() < n {
-        match body.frame().await {
-            Some(Ok(frame)) => {
-                if let Some(d) = frame.data_ref() {
-                    head.extend_from_slice(&d[..d.len().min(n - head.len())]);
-                }
-                read.push_back(frame);
-            }
-            Some(Err(e)) => return Err(e),
-            None => return Ok((head, Prefixed::paid(read, None, None).boxed())),
-        }
-    }
-    Ok((head, Prefixed::paid(read, Some(body), None).boxed()))
-}
-
-/// `body` (already decoded from the `declared` codings) read as what its
-/// first bytes say it is, again each time one is undone: a coding the
-/// scrub reads (gzip, zlib) is decoded as a declared one would be, within
-/// the decoding budget; other compressed data is withheld. `Ok` with the
-/// body to scrub and whether a coding was undone; `Err` with warden's
-/// answer in the response's place.
-async fn undeclared(
-    s: &Session,
-    mut body: OutBody,
-    declared: &[Coding],
-) -> Result<(OutBody, bool), Response<OutBody>> {
-    let mut all = declared.to_vec();
-    loop {
-        let (head, read) = peek(body, sniff::HEAD).await.map_err(|e| {
-            withhold(
-                s,
-                &format!("a response from a secret's host was withheld: its body could not be read ({e})"),
-                format!("warden: the server's response was withheld: its body could not be read ({e})\n"),
-            )
-        })?;
-        body = read;
-        let coding = match sniff::sniff(&head) {
-            None => return Ok((body, all.len() > declared.len())),
-            Some(Sniffed::Opaque(name)) => return Err(withhold_packed(s, &format!("{name} data"))),
-            Some(Sniffed::Coded(c)) => c,
-        };
-        all.push(coding);
-        if all.len() > coding::MAX_CODINGS {
-            return Err(withhold_packed(
-                s,
-                &format!("data compressed {} times over", all.len()),
-            ));
-        }
-        if let Some(why) = coding::too_costly(&all) {
-            return Err(withhold(
-                s,
-                &format!("a response from a secret's host was withheld: {why}"),
-                format!("warden: the server's response was withheld: {why}\n"),
-            ));
-        }
-        body = DecodeBody::new(body, &[coding], s.term.decode_memory.clone()).boxed();
+/// A response whose body cannot be read to check it ([`unpack`]),
+/// withheld.
+fn withhold_unreadable(s: &Session, why: Unreadable) -> Response<OutBody> {
+    match why {
+        Unreadable::Packed(what) => withhold_packed(s, &what),
+        Unreadable::Failed(e) => withhold(
+            s,
+            &format!(
+                "a response from a secret's host was withheld: its body could not be read ({e})"
+            ),
+            format!(
+                "warden: the server's response was withheld: its body could not be read ({e})\n"
+            ),
+        ),
+        Unreadable::Costly(why) => withhold(
+            s,
+            &format!("a response from a secret's host was withheld: {why}"),
+            format!("warden: the server's response was withheld: {why}\n"),
+        ),
     }
 }
 
@@ -206,21 +160,21 @@ async fn scrubbed(
     }
     let (mut parts, body) = response.into_parts();
     let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
-    if !codings.is_empty() && !bodiless {
-        inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
-    }
     // Compressed data nobody declared (an echo of what the request
-    // stored, handed back compressed as text or bytes) is told by its
-    // first bytes where a body may have carried a value there.
-    let mut decoded = !codings.is_empty();
-    if !bodiless && s.body_substitution {
-        match undeclared(s, inner, &codings).await {
-            Ok((body, more)) => {
+    // stored, or of its headers, handed back compressed as text or bytes)
+    // is told by its first bytes, from every secret's host.
+    let mut decoded = false;
+    if !bodiless && !s.term.secrets.is_empty() {
+        match unpack::unpacked(inner, &codings, &s.term.decode_memory).await {
+            Ok((body, undone)) => {
                 inner = body;
-                decoded |= more;
+                decoded = undone;
             }
-            Err(withheld) => return withheld,
+            Err(why) => return withhold_unreadable(s, why),
         }
+    } else if !codings.is_empty() && !bodiless {
+        inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
+        decoded = true;
     }
     let mut scrubbed: Vec<usize> = Vec::new();
     if let Some(reason) = parts.extensions.remove::<hyper::ext::ReasonPhrase>() {
