@@ -161,10 +161,14 @@ async fn scrubbed(
     let (mut parts, body) = response.into_parts();
     let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
     // Compressed data nobody declared (an echo of what the request
-    // stored, or of its headers, handed back compressed as text or bytes)
-    // is told by its first bytes, from every secret's host.
+    // stored, handed back compressed as text or bytes) is told by its
+    // first bytes where a body may have carried a value there. From a
+    // host sent secrets in headers only it is not: decoding would hand
+    // the sandbox other bytes than the server sent (a package's tarball
+    // unpacked, its digest broken) and withholding would refuse every
+    // zip and wheel the host serves (see the threat model).
     let mut decoded = false;
-    if !bodiless && !s.term.secrets.is_empty() {
+    if !bodiless && s.body_substitution {
         match unpack::unpacked(inner, &codings, &s.term.decode_memory).await {
             Ok((body, undone)) => {
                 inner = body;
