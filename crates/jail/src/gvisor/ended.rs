@@ -68,7 +68,7 @@ fn one_shot_death(
     bound_hit: bool,
     status: Option<std::process::ExitStatus>,
 ) -> Option<String> {
-    let end = exits.and_then(|e| e.sandbox_end(Duration::from_millis(500)));
+    let end = exits.and_then(|e| e.sandbox_end(Duration::from_secs(5)));
     if let Some(raw) = end.filter(|r| libc::WIFSIGNALED(*r)) {
         let signal = nix::sys::signal::Signal::try_from(libc::WTERMSIG(raw)).map_or_else(
             |_| libc::WTERMSIG(raw).to_string(),

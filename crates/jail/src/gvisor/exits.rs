@@ -42,6 +42,9 @@ struct Seen {
     sandbox: Option<i32>,
     /// The sandbox process's wait status, once it has ended.
     ended: Option<i32>,
+    /// Every event up to the ask was read (or some were lost): what is
+    /// known is all there is.
+    done: bool,
 }
 
 /// A listener of the host's process events, for one sandbox.
@@ -49,6 +52,8 @@ pub(super) struct ExitWatch {
     socket: Arc<OwnedFd>,
     seen: Arc<Mutex<Seen>>,
     stop: Arc<AtomicBool>,
+    /// Asked for the end: read what is queued, then stop.
+    drain: Arc<AtomicBool>,
 }
 
 impl ExitWatch {
@@ -100,30 +105,36 @@ impl ExitWatch {
             socket: Arc::new(socket),
             seen: Arc::default(),
             stop: Arc::default(),
+            drain: Arc::default(),
         };
-        let (socket, seen, stop) = (watch.socket.clone(), watch.seen.clone(), watch.stop.clone());
-        let root = format!("--root={}", root.display());
+        let listener = Listener {
+            socket: watch.socket.clone(),
+            seen: watch.seen.clone(),
+            stop: watch.stop.clone(),
+            drain: watch.drain.clone(),
+            root: format!("--root={}", root.display()),
+        };
         std::thread::Builder::new()
             .name("warden-gvisor-exits".into())
-            .spawn(move || listen(&socket, &seen, &stop, &root))
+            .spawn(move || listener.listen())
             .ok()?;
         Some(watch)
     }
 
-    /// The sandbox process's wait status, waiting up to `limit` for its
-    /// end to be read; `None` when it was never recognised or its end
-    /// never seen.
+    /// The sandbox process's wait status, once every event queued until
+    /// now is read (its end came before `runsc run`'s, so it is among
+    /// them), waiting at most `limit` for the reader; `None` when it was
+    /// never recognised, its end never seen or events were lost.
     pub fn sandbox_end(&self, limit: Duration) -> Option<i32> {
+        self.drain.store(true, Ordering::Relaxed);
         let start = Instant::now();
         loop {
-            let (known, ended) = match self.seen.lock() {
-                Ok(s) => (s.sandbox.is_some(), s.ended),
-                Err(_) => return None,
-            };
-            if ended.is_some() || !known || start.elapsed() >= limit {
-                return ended;
+            match self.seen.lock() {
+                Ok(s) if s.done || s.ended.is_some() => return s.ended,
+                Ok(_) if start.elapsed() < limit => {}
+                _ => return None,
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
@@ -135,16 +146,20 @@ impl Drop for ExitWatch {
     }
 }
 
-/// Send the connector `op` (listen, ignore); whether it was sent.
+/// Send the connector `op` (listen, ignore) for executions and exits
+/// only (`struct proc_input`, Linux 6.6 and later: the kernel drops the
+/// rest, a busy host's thread creations first, before they reach this
+/// socket); whether it was sent.
 fn tell(socket: &OwnedFd, op: u32) -> bool {
-    let mut msg = [0u8; 40];
-    msg[0..4].copy_from_slice(&40u32.to_ne_bytes());
+    let mut msg = [0u8; 44];
+    msg[0..4].copy_from_slice(&44u32.to_ne_bytes());
     msg[4..6].copy_from_slice(&(libc::NLMSG_DONE as u16).to_ne_bytes());
     msg[12..16].copy_from_slice(&std::process::id().to_ne_bytes());
     msg[16..20].copy_from_slice(&CN_IDX_PROC.to_ne_bytes());
     msg[20..24].copy_from_slice(&CN_VAL_PROC.to_ne_bytes());
-    msg[32..34].copy_from_slice(&4u16.to_ne_bytes());
+    msg[32..34].copy_from_slice(&8u16.to_ne_bytes());
     msg[36..40].copy_from_slice(&op.to_ne_bytes());
+    msg[40..44].copy_from_slice(&(PROC_EVENT_EXEC | PROC_EVENT_EXIT).to_ne_bytes());
     // SAFETY: `msg` lives on this frame, of the length passed.
     let n = unsafe { libc::send(socket.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
     n == msg.len() as isize
@@ -154,38 +169,74 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// Read events until told to stop (or the sandbox process's end is
-/// known): recognise the sandbox process when it executes, keep its end.
-fn listen(socket: &OwnedFd, seen: &Mutex<Seen>, stop: &AtomicBool, root: &str) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    let mut buf = vec![0u8; 4096];
-    let mut sandbox: Option<i32> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
-        if !matches!(poll(&mut fds, PollTimeout::from(100u16)), Ok(n) if n > 0) {
-            continue;
+/// The reading side of an [`ExitWatch`].
+struct Listener {
+    socket: Arc<OwnedFd>,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    drain: Arc<AtomicBool>,
+    root: String,
+}
+
+impl Listener {
+    /// Read events until told to stop, the queue is drained when asked,
+    /// or the sandbox process's end is known: recognise the sandbox
+    /// process when it executes, keep its end.
+    fn listen(self) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut buf = vec![0u8; 4096];
+        let mut sandbox: Option<i32> = None;
+        while !self.stop.load(Ordering::Relaxed) {
+            let draining = self.drain.load(Ordering::Relaxed);
+            let wait = PollTimeout::from(if draining { 0u16 } else { 100 });
+            let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, wait), Ok(n) if n > 0) {
+                if draining {
+                    break;
+                }
+                continue;
+            }
+            // SAFETY: `buf` is ours, of the length passed.
+            let n = unsafe {
+                libc::recv(
+                    self.socket.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                )
+            };
+            let Ok(n) = usize::try_from(n) else {
+                // ENOBUFS: events were dropped; what is known is not all.
+                if nix::errno::Errno::last() == nix::errno::Errno::ENOBUFS {
+                    if let Ok(mut s) = self.seen.lock() {
+                        s.sandbox = None;
+                    }
+                    break;
+                }
+                continue;
+            };
+            let b = &buf[..n];
+            let (Some(what), Some(pid), Some(tgid)) =
+                (u32_at(b, WHAT), u32_at(b, DATA), u32_at(b, DATA + 4))
+            else {
+                continue;
+            };
+            let pid = pid as i32;
+            if what == PROC_EVENT_EXEC && sandbox.is_none() && is_sandbox(pid, &self.root) {
+                sandbox = Some(pid);
+                if let Ok(mut s) = self.seen.lock() {
+                    s.sandbox = sandbox;
+                }
+            } else if what == PROC_EVENT_EXIT && Some(pid) == sandbox && tgid as i32 == pid {
+                if let (Ok(mut s), Some(code)) = (self.seen.lock(), u32_at(b, DATA + 8)) {
+                    s.ended = Some(code as i32);
+                }
+                break;
+            }
         }
-        // SAFETY: `buf` is ours, of the length passed.
-        let n = unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        let Ok(n) = usize::try_from(n) else { continue };
-        let b = &buf[..n];
-        let (Some(what), Some(pid), Some(tgid)) =
-            (u32_at(b, WHAT), u32_at(b, DATA), u32_at(b, DATA + 4))
-        else {
-            continue;
-        };
-        let pid = pid as i32;
-        if what == PROC_EVENT_EXEC && sandbox.is_none() && is_sandbox(pid, root) {
-            sandbox = Some(pid);
-            if let Ok(mut s) = seen.lock() {
-                s.sandbox = sandbox;
-            }
-        } else if what == PROC_EVENT_EXIT && Some(pid) == sandbox && tgid as i32 == pid {
-            if let (Ok(mut s), Some(code)) = (seen.lock(), u32_at(b, DATA + 8)) {
-                s.ended = Some(code as i32);
-            }
-            return;
+        if let Ok(mut s) = self.seen.lock() {
+            s.done = true;
         }
     }
 }
