@@ -170,7 +170,8 @@ impl Reader<'_> {
             return out;
         }
         let at = self.base + p;
-        if let Some(slot) = self.memo.slots.get(at % SLOTS) {
+        let slots = self.memo.slots.len().max(1);
+        if let Some(slot) = self.memo.slots.get(at % slots) {
             if slot.at == at && slot.have & (1 << depth) != 0 {
                 return slot.reads[depth].clone();
             }
@@ -211,8 +212,11 @@ impl Reader<'_> {
             }
             out.truncate(MOST_READINGS);
         }
-        if self.memo.slots.is_empty() {
-            self.memo.slots = (0..SLOTS)
+        if self.memo.slots.len() < SLOTS.min(self.text.len()) {
+            // As many as the text has positions, up to SLOTS: a header's
+            // value needs a few, a body's stream all of them (made again,
+            // larger, when a stream's text grows past them).
+            self.memo.slots = (0..SLOTS.min(self.text.len().max(8)))
                 .map(|_| Slot {
                     at: usize::MAX,
                     have: 0,
@@ -220,7 +224,8 @@ impl Reader<'_> {
                 })
                 .collect();
         }
-        let slot = &mut self.memo.slots[at % SLOTS];
+        let slots = self.memo.slots.len();
+        let slot = &mut self.memo.slots[at % slots];
         if slot.at != at {
             slot.at = at;
             slot.have = 0;
