@@ -43,7 +43,7 @@ fn a_detached_child_of_a_killed_command_ends_with_it_and_the_sandboxs_other_comm
     let other = std::process::Command::new(warden_bin())
         .args(["exec", "-T", "g", "--", "sh", "-c"])
         .arg(format!(
-            "for i in $(seq 40); do echo x >> {}; sleep 0.1; done; echo done",
+            "for i in $(seq 60); do echo x >> {}; sleep 0.1; done; echo done",
             beside.display()
         ))
         .env("WARDEN_STATE_DIR", state.path().join("warden"))

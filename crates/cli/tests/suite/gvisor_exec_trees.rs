@@ -118,7 +118,7 @@ fn a_double_forked_daemon_ends_with_its_commands_timeout_and_nothing_else_does()
     let other = std::process::Command::new(warden_bin())
         .args(["exec", "-T", "g", "--", "sh", "-c"])
         .arg(format!(
-            "for i in $(seq 60); do echo x >> {}; sleep 0.1; done; echo done",
+            "for i in $(seq 80); do echo x >> {}; sleep 0.1; done; echo done",
             beside.display()
         ))
         .env("WARDEN_STATE_DIR", state.path().join("warden"))
