@@ -16,6 +16,7 @@
 //! the sandbox is gone ([`save`]).
 
 pub mod detached;
+pub mod fill;
 
 use crate::cache::{self, CacheError, Merged};
 use crate::layer::{self, LayerError};

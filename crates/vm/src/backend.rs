@@ -525,9 +525,9 @@ pub fn run_controlled(
         .overlay
         .as_ref()
         .and(config.workspace.as_deref());
-    let held = crate::disk::Held::make(spec, kept)?;
-    config.workspace_held = held.clone();
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    let held = crate::disk::Held::make(spec, kept, config.cgroup.as_deref())?;
+    config.workspace_held = held.clone();
     // The file servers run in that cgroup; the supervisor's judge of their
     // calls runs outside it and keeps this account instead (whether or not
     // a cgroup could be made).

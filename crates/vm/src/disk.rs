@@ -4,7 +4,10 @@
 //! is copied into a tmpfs of exactly the budget, made detached by the
 //! supervisor (`warden_jail::kept::detached`), and the VMM's 9p server or
 //! virtiofsd serves the guest that copy, by a descriptor of its `upper/`
-//! directory, never the saved layer on the host's disk. A write past the
+//! directory, never the saved layer on the host's disk. The copy is made
+//! by a process in the VMM's cgroup (`warden_jail::kept::fill`), so its
+//! pages count against the sandbox's memory limit as the guest's writes
+//! through the VMM do. A write past the
 //! budget fails with ENOSPC in the guest, whose `df` shows the budget; the
 //! host's disk is spent only when the sandbox stops (or its supervisor
 //! ends with the VM paused to disk), by at most the budget, when the
@@ -28,6 +31,8 @@ pub enum DiskError {
     Tmpfs(#[source] std::io::Error),
     #[error(transparent)]
     Fill(#[from] TmpfsError),
+    #[error(transparent)]
+    Charge(#[from] warden_jail::kept::fill::FillError),
     #[error("cannot make {path} in the sandbox's size-limited state")]
     Create {
         path: PathBuf,
@@ -58,10 +63,12 @@ pub struct Held {
 impl Held {
     /// The tmpfs of `spec`'s disk budget holding the saved layer `upper`
     /// (the workspace the guest is shared: an overlay's upper over an
-    /// empty workspace); `None` when the spec keeps no layer.
+    /// empty workspace), filled by a process in the VMM's `cgroup`;
+    /// `None` when the spec keeps no layer.
     pub(crate) fn make(
         spec: &SandboxSpec,
         upper: Option<&Path>,
+        cgroup: Option<&warden_jail::cgroup::Cgroup>,
     ) -> Result<Option<Arc<Held>>, DiskError> {
         let Some(upper) = upper else {
             return Ok(None);
@@ -74,19 +81,23 @@ impl Held {
         };
         let fd = warden_jail::kept::detached::tmpfs(disk.bytes).map_err(DiskError::Tmpfs)?;
         let into = live(&fd).join("upper");
-        if upper.exists() {
-            warden_jail::layer::copy_layer(upper, &into, false).map_err(|source| {
-                TmpfsError::Restore {
-                    size: disk.bytes,
+        // Filled from the VMM's cgroup, so that the copy's pages count
+        // against the sandbox's memory limit, as the guest's writes do.
+        warden_jail::kept::fill::in_cgroup(cgroup, || {
+            if upper.exists() {
+                warden_jail::layer::copy_layer(upper, &into, false).map_err(|source| {
+                    DiskError::from(TmpfsError::Restore {
+                        size: disk.bytes,
+                        source,
+                    })
+                })
+            } else {
+                std::fs::create_dir(&into).map_err(|source| DiskError::Create {
+                    path: into.clone(),
                     source,
-                }
-            })?;
-        } else {
-            std::fs::create_dir(&into).map_err(|source| DiskError::Create {
-                path: into.clone(),
-                source,
-            })?;
-        }
+                })
+            }
+        })??;
         let opened = nix::fcntl::open(
             &into,
             nix::fcntl::OFlag::O_PATH

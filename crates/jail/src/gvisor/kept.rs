@@ -8,7 +8,7 @@
 //! The tmpfs is made detached (`fsopen`, `fsmount`): it is in no mount
 //! namespace of the host's, a child of the supervisor placed in runsc's
 //! cgroup fills it from the saved state through its descriptor (so its
-//! pages count against the sandbox's memory limit, [`super::fill`]), and runsc's child attaches views of it in its
+//! pages count against the sandbox's memory limit, [`crate::kept::fill`]), and runsc's child attaches views of it in its
 //! own mount namespace ([`super::mount`]): the overlay's upper and work
 //! directories, the home bound from it. runsc's file server writes into
 //! it, never onto the host's disk. When runsc is gone the supervisor
@@ -46,7 +46,7 @@ pub enum KeptStateError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Charge(#[from] super::fill::FillError),
+    Charge(#[from] crate::kept::fill::FillError),
     #[error("cannot save the sandbox's changes to {saved}")]
     Save {
         saved: PathBuf,
@@ -61,7 +61,7 @@ impl Kept {
     /// the saved home of a named sandbox; `None` when the spec keeps
     /// nothing or has no budget. The tmpfs is filled by a process in
     /// `cgroup`, runsc's, so that its pages count against the sandbox's
-    /// memory limit ([`super::fill`]).
+    /// memory limit ([`crate::kept::fill`]).
     pub(super) fn make(
         spec: &SandboxSpec,
         upper: Option<&Path>,
@@ -79,7 +79,7 @@ impl Kept {
         }
         let fd = crate::kept::detached::tmpfs(disk.bytes).map_err(KeptStateError::Tmpfs)?;
         let live = live(&fd);
-        super::fill::in_cgroup(cgroup, || {
+        crate::kept::fill::in_cgroup(cgroup, || {
             if let Some(upper) = upper {
                 restore(upper, &live.join("upper"), disk.bytes)?;
                 make_dir(&live.join("work"))?;

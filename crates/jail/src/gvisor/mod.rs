@@ -16,7 +16,6 @@
 pub mod bundle;
 mod ended;
 mod exits;
-mod fill;
 mod hold;
 mod kept;
 mod leftovers;

@@ -1,5 +1,6 @@
-//! Who fills a gVisor sandbox's disk budget: a process in the sandbox's
-//! own cgroup.
+//! Who fills the disk budget's tmpfs of a sandbox whose supervisor makes
+//! it ([`super::detached`]: a gVisor sandbox's, a VM's): a process in the
+//! sandbox's own cgroup (runsc's, the VMM's).
 //!
 //! A tmpfs page is charged to the memory cgroup of the process that first
 //! writes it. The budget's tmpfs holds the saved layer and home again at
@@ -8,7 +9,7 @@
 //! sandbox would hold its memory limit in its cgroup plus its whole disk
 //! budget beside it. The process backend's init fills its tmpfs from
 //! inside the sandbox's cgroup; here a child forked for the purpose moves
-//! itself into every directory of runsc's cgroup (memory v1 or v2 alike:
+//! itself into every directory of the sandbox's cgroup (memory v1 or v2 alike:
 //! `cgroup.procs` of each) before it writes a byte, so the refilled pages
 //! count against the same limit as the sandbox's own memory. A child that
 //! cannot move itself writes nothing, and the start fails.
@@ -32,7 +33,7 @@ pub enum FillError {
 /// a cgroup (none could be made, and a `degraded` event said that no
 /// memory limit holds the sandbox) there is no charge to place: `work`
 /// runs here and its own error is answered inside.
-pub(super) fn in_cgroup<F, E>(
+pub fn in_cgroup<F, E>(
     cgroup: Option<&crate::cgroup::Cgroup>,
     work: F,
 ) -> Result<Result<(), E>, FillError>
