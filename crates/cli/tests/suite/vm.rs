@@ -803,6 +803,15 @@ fn a_rootless_vm_guest_reaches_an_allowed_name_and_no_host_listener() {
     std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
+    // A directory and a single file lent read-only: served rootless from
+    // the descriptors opened and checked at the launch (the directory
+    // reopened through it, the file bound into the VMM's root from its own
+    // lookup, through no link, of that very file).
+    let lent = dir.path().join("lent");
+    std::fs::create_dir_all(&lent).unwrap();
+    std::fs::write(lent.join("in"), "lent-dir").unwrap();
+    let one = dir.path().join("one.conf");
+    std::fs::write(&one, "lent-file").unwrap();
     let _ = Command::new("chown")
         .args(["-R", &format!("{}:{}", who.uid, who.gid)])
         .arg(dir.path())
@@ -812,15 +821,22 @@ fn a_rootless_vm_guest_reaches_an_allowed_name_and_no_host_listener() {
     let script = format!(
         "{PY_HELLO}print('allowed', send((lookup('allowed.test'), {ap}), hello('allowed.test')))\n\
 print('host', send(('127.0.0.1', {hp}), b'ping'))\n\
-print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n",
+print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n\
+print('lent', open('{lent}/in').read(), open('{one}').read())\n",
         ap = allowed.port,
-        hp = host.port
+        hp = host.port,
+        lent = lent.display(),
+        one = one.display(),
     );
     let o = who
         .command(who.bin.to_str().unwrap())
         .args(["run", "--isolation", "vm", "--no-tty", "--allow-domain"])
         .arg(format!("allowed.test:{}", allowed.port))
-        .args(["--add-host", "allowed.test=127.0.0.1", "-w"])
+        .args(["--add-host", "allowed.test=127.0.0.1", "--ro"])
+        .arg(&lent)
+        .arg("--ro")
+        .arg(&one)
+        .arg("-w")
         .arg(&ws)
         .args(["--", "python3", "-c", &script])
         .env("WARDEN_VM_DIR", &vm)
@@ -831,6 +847,11 @@ print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n",
     assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
     assert!(
         out.contains("allowed b'hello rootless vm'"),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    assert!(
+        out.contains("lent lent-dir lent-file"),
         "{out}\n{}",
         stderr(&o)
     );
