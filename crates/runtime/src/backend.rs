@@ -67,9 +67,39 @@ impl Backend {
                 .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
             Backend::Vm => {
                 warden_vm::backend::run_controlled(spec, id, program, events, attach, &held.vm)
-                    .map_err(|e| JailError::Setup(warden_jail::chain_str(&e)))
+                    .map_err(|e| vm_error(spec, &e))
             }
         }
+    }
+}
+
+/// A VM backend's error as the jail's: a share refused with a reason code
+/// keeps its code and the bind it is about (its option and its position
+/// among that option's paths), for the door to word.
+fn vm_error(spec: &SandboxSpec, e: &warden_vm::backend::VmError) -> JailError {
+    let why = warden_jail::chain_str(e);
+    let Some((code, what, path)) = e.refused_share().and_then(|s| s.refused()) else {
+        return JailError::Setup(why);
+    };
+    let writable = what == "filesystem.read_write";
+    let index = match what {
+        "filesystem.read_write" | "filesystem.read_only" => spec
+            .filesystem
+            .binds
+            .iter()
+            .filter(|b| b.writable == writable)
+            .position(|b| b.path == path),
+        _ => None,
+    };
+    let option = match what {
+        "filesystem.read_write" => "filesystem.read_write",
+        "filesystem.read_only" => "filesystem.read_only",
+        _ => "filesystem.rootfs",
+    };
+    JailError::BindRefused {
+        code,
+        bind: (option, index),
+        why,
     }
 }
 

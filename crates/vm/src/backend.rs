@@ -111,6 +111,19 @@ pub enum VmError {
     Workspace(warden_jail::JailError),
 }
 
+impl VmError {
+    /// The share refused with a reason code (`share_link`,
+    /// `share_changed`), if this is one, whether its check came before
+    /// the launch or at it.
+    pub fn refused_share(&self) -> Option<&crate::shares::ShareError> {
+        let share = match self {
+            VmError::Share(s) | VmError::Machine(MachineError::Share(s)) => s,
+            _ => return None,
+        };
+        share.reason().is_some().then_some(share)
+    }
+}
+
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// Everything but the VM itself: found, built and decided before booting.

@@ -75,6 +75,18 @@ impl ShareError {
             _ => None,
         }
     }
+
+    /// A refusal with a reason code, as a door words it: the code, the
+    /// option it is about (`filesystem.read_write`, `filesystem.read_only`,
+    /// `filesystem.rootfs`) and the host path.
+    pub fn refused(&self) -> Option<(&'static str, &'static str, &Path)> {
+        let code = self.reason()?;
+        match self {
+            ShareError::ThroughSymlink { what, path, .. }
+            | ShareError::Changed { what, path, .. } => Some((code, what.trim_matches('`'), path)),
+            _ => None,
+        }
+    }
 }
 
 /// One host directory (or single file) exported to the guest.

@@ -145,6 +145,7 @@ mod vm_logs;
 mod vm_pause;
 mod vm_relay;
 mod vm_rootimage;
+mod vm_share_refusals;
 mod vm_shares;
 mod vmm_escape;
 mod volume_attacks;

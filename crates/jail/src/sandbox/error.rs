@@ -76,6 +76,16 @@ pub enum JailError {
     },
     #[error("cannot set up the sandbox: {0}")]
     Setup(String),
+    /// A bind of the spec refused at a launch with a stable reason code (a
+    /// VM's share that goes through a link or was swapped since it was
+    /// checked): `bind` is the option (`filesystem.read_write`, ...) and,
+    /// for a list, the entry's position in it.
+    #[error("cannot set up the sandbox: {why}")]
+    BindRefused {
+        code: &'static str,
+        bind: (&'static str, Option<usize>),
+        why: String,
+    },
     #[error("the sandbox's init ended without reporting the command's status ({0})")]
     InitDied(String),
     #[error("cannot {what}")]

@@ -17,6 +17,8 @@ pub const CODES: &[&str] = &[
     warden_jail::secrets::SECRET_EMPTY,
     warden_workspace::WORKSPACE_MOVED,
     warden_workspace::WORKSPACE_LINK,
+    warden_vm::shares::SHARE_LINK,
+    warden_vm::shares::SHARE_CHANGED,
 ];
 
 /// The prefix of the line that carries a refusal's code.
@@ -96,5 +98,18 @@ mod tests {
         assert_eq!(StartRefusal::parse(bare.line().trim_end()), Some(bare));
         assert_eq!(StartRefusal::parse("refused: made_up secrets X"), None);
         assert_eq!(StartRefusal::parse("error: secret_unset"), None);
+        let share = StartRefusal::new("share_link", Some(Field::Rw), Some("1")).unwrap();
+        assert_eq!(
+            share.line(),
+            "refused: share_link filesystem.read_write 1\n"
+        );
+        assert_eq!(
+            StartRefusal::parse(share.line().trim_end()),
+            Some(share.clone())
+        );
+        assert_eq!(
+            share.json_pointer().as_deref(),
+            Some("/filesystem/read_write/1")
+        );
     }
 }

@@ -91,6 +91,14 @@ impl SuperviseError {
                 let (code, name) = e.refusal()?;
                 StartRefusal::new(code, Some(warden_policy::Field::Secret), Some(name))
             }
+            SuperviseError::Jail(warden_jail::JailError::BindRefused {
+                code,
+                bind: (option, index),
+                ..
+            }) => {
+                let field = warden_policy::Field::all().find(|f| f.profile_key() == Some(option));
+                StartRefusal::new(code, field, index.map(|i| i.to_string()).as_deref())
+            }
             SuperviseError::Jail(warden_jail::JailError::WorkspaceMoved { .. }) => {
                 StartRefusal::new(warden_workspace::WORKSPACE_MOVED, None, None)
             }
