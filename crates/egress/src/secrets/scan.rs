@@ -28,7 +28,8 @@
 //! it. A blank byte that some core holds is read both ways (as nothing
 //! and as itself), so that a value with a space in it does not stop the
 //! wrapped forms of every other value from being found. Quoted-printable's
-//! soft line break (`=` and CRLF or LF) is read as nothing too.
+//! soft line break (`=`, padding, and CRLF or LF) and a backslash line
+//! continuation (`\` and CRLF or LF) are read as nothing too.
 
 use super::spelled::{self, escapes_in, soft_break, Memo};
 use aho_corasick::automaton::{Automaton, StateID};
@@ -249,7 +250,9 @@ impl Scan {
                     _ => escapes_in(&mut self.memo, text, base, r),
                 };
                 self.run = run.then(|| (self.at, found.clone()));
-                if self.deep.is_none() && found.deep.iter().any(|&b| cores.held[b as usize]) {
+                if self.deep.is_none()
+                    && (found.any || found.deep.iter().any(|&b| cores.held[b as usize]))
+                {
                     self.deep = Some(self.at);
                 }
                 found.read
@@ -373,5 +376,35 @@ mod tests {
         }
         // A core's own blanks are still read as themselves.
         assert_eq!(ends(&[b"a b\nc"], b"xa b\ncx", 1), [6]);
+    }
+
+    #[test]
+    fn line_breaks_that_decoders_delete_are_read_as_nothing() {
+        for (text, end) in [
+            (&b"..sk/li=\nve.."[..], 11),
+            (b"..sk/li=  \t\r\nve..", 15),
+            (b"..sk/li\\\nve..", 11),
+            (b"..sk/li\\\r\nve..", 12),
+        ] {
+            assert_eq!(
+                ends(&[b"sk/live"], text, 3),
+                [end],
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn an_escape_nested_past_the_depth_ends_the_reading_at_any_depth() {
+        let cores = Cores::new(&[b"sk/live"]).unwrap();
+        let mut text = b"..%2F..".to_vec();
+        for level in 1..=8 {
+            let mut scan = Scan::new(&cores);
+            scan.feed(&cores, &text, 0, true, &mut |_, _| {});
+            let want = (level > spelled::DEPTH).then_some(2);
+            assert_eq!(scan.deep(), want, "{}", String::from_utf8_lossy(&text));
+            text.splice(3..3, *b"25");
+        }
     }
 }

@@ -11,7 +11,8 @@
 //! overlong UTF-8 pair (`C0 AF`), or `+` for a space; spellings may be
 //! mixed within one occurrence (as encoders that leave reserved
 //! characters alone produce), and quoted-printable's soft line break
-//! (`=` and a line break) may stand between any two bytes.
+//! (`=`, padding of spaces or tabs, and a line break) or a backslash line
+//! continuation (`\` and a line break) may stand between any two bytes.
 //!
 //! Escapes are read inside escapes: the characters of an escape may
 //! themselves be spelled, up to [`DEPTH`] levels (`%252F` is a percent
@@ -23,7 +24,9 @@
 //! decoded: [`escapes_at`] says it is there and which byte it spells one
 //! level further, and the scrub withholds the rest of the text (fail
 //! closed) where that byte is one of a value's, rather than let a value
-//! through one more level of encoding. Reading costs a bounded number of steps
+//! through one more level of encoding; where the byte one level further
+//! is itself an opener (five levels and more), whatever byte it may
+//! spell. Reading costs a bounded number of steps
 //! per byte whatever the text holds, and nothing here allocates per byte.
 
 use smallvec::SmallVec;
@@ -445,6 +448,11 @@ pub(super) struct Escapes {
     /// level spells an opener): the scrub reads no further than such an
     /// escape when it spells a byte of what it looks for.
     pub(super) deep: SmallVec<[u8; 2]>,
+    /// An escape nested deeper than [`DEPTH`] starts there and spells an
+    /// opener one level further: an escape nested deeper still, which
+    /// may spell any byte (`%252525252F`, five levels), is there. The
+    /// scrub reads no further than it, whatever the values.
+    pub(super) any: bool,
 }
 
 /// The bytes an escape at the start of `text` may stand for, each with
@@ -481,14 +489,19 @@ pub(super) fn escapes_in(memo: &mut Memo, text: &[u8], base: usize, p: usize) ->
     if opener {
         for (v, n) in r.at(p, DEPTH + 1) {
             if let (false, Ok(b)) = (read.contains(&(v, n)), u8::try_from(v)) {
+                if n > 1 && opens(b) {
+                    found.any = true;
+                }
                 if !found.deep.contains(&b) {
                     found.deep.push(b);
                 }
             }
         }
     }
-    // What was left out is withheld as what is nested too deep is.
+    // What was left out is withheld as what is nested too deep is (an
+    // opener left out, whatever it may spell).
     for b in std::mem::take(&mut r.dropped) {
+        found.any |= opens(b) && b != b'+';
         if !found.deep.contains(&b) {
             found.deep.push(b);
         }
@@ -502,12 +515,29 @@ pub(super) fn escapes_in(memo: &mut Memo, text: &[u8], base: usize, p: usize) ->
     found
 }
 
-/// The length of quoted-printable's soft line break (`=` and CRLF or LF)
-/// at the start of `text`, if one is there: read as nothing.
+/// The length of a line break that decoders delete, at the start of
+/// `text`, if one is there: read as nothing. Quoted-printable's soft line
+/// break (`=`, then up to [`LONGEST`] spaces or tabs, the padding RFC 2045
+/// deletes, then CRLF or LF), and a backslash line continuation (`\`
+/// and CRLF or LF, which JavaScript, CSS, Python, C and shell strings and
+/// Java's .properties delete). At most `LONGEST + 3` bytes.
 pub(super) fn soft_break(text: &[u8]) -> Option<usize> {
-    match text {
-        [b'=', b'\r', b'\n', ..] => Some(3),
-        [b'=', b'\n', ..] => Some(2),
+    let (&first, rest) = text.split_first()?;
+    let pad = match first {
+        b'=' => rest
+            .iter()
+            .take(LONGEST + 1)
+            .take_while(|&&c| c == b' ' || c == b'\t')
+            .count(),
+        b'\\' => 0,
+        _ => return None,
+    };
+    if pad > LONGEST {
+        return None;
+    }
+    match rest.get(pad..)? {
+        [b'\r', b'\n', ..] => Some(pad + 3),
+        [b'\n', ..] => Some(pad + 2),
         _ => None,
     }
 }
@@ -550,9 +580,10 @@ pub(super) fn openers(b: u8) -> SmallVec<[u8; 8]> {
 }
 
 /// The most bytes an occurrence of `n` bytes, spelled, takes: each byte's
-/// longest spelling and a soft line break before each but the first.
+/// longest spelling and a soft line break (its padding included) before
+/// each but the first.
 pub(super) fn longest(n: usize) -> usize {
-    n * (LONGEST + 3)
+    n * (2 * LONGEST + 3)
 }
 
 /// The length of an occurrence of `sought`, spelled in any of the ways
@@ -573,8 +604,9 @@ pub(super) fn find_at(sought: &[u8], text: &[u8]) -> Option<usize> {
         if places.is_empty() {
             return None;
         }
-        // Quoted-printable's soft line break may stand between two bytes
-        // (one: encoders break a line once, and never inside an escape).
+        // A soft line break or a backslash line continuation may stand
+        // between two bytes (one: encoders break a line once, and never
+        // inside an escape).
         let count = places.len();
         for i in 0..count {
             let at = places[i];
@@ -709,6 +741,25 @@ mod tests {
         ]);
         // Not inside an escape, and not as a byte of its own.
         assert_eq!(find_at(V, b"sk=\n2FLive+tok:x=3DQ"), None);
+        // Padded: RFC 2045 deletes the spaces and tabs before the break.
+        found_whole(&[
+            &b"sk/Li= \r\nve+tok:x=3DQ"[..],
+            b"sk/Live+=\t \t\ntok:x=3DQ",
+            b"sk=2FLive=2B=                                \r\ntok=3Ax=3DQ",
+        ]);
+        assert_eq!(find_at(V, b"sk/Li= x\nve+tok:x=3DQ"), None);
+    }
+
+    #[test]
+    fn a_backslash_line_continuation_between_two_bytes_is_read_as_nothing() {
+        // JavaScript, CSS, Python, C and shell strings and Java's
+        // .properties delete a backslash and the line break after it.
+        found_whole(&[
+            &b"sk/Li\\\nve+tok:x=Q"[..],
+            b"sk/Live+tok:\\\r\nx=Q",
+            b"s\\\nk\\\n/Live\\u002btok:x=Q",
+        ]);
+        assert_eq!(find_at(V, b"sk/Li\\\\\nve+tok:x=Q"), None);
     }
 
     #[test]
@@ -737,5 +788,34 @@ mod tests {
             assert!(found.deep.is_empty(), "{}", String::from_utf8_lossy(text));
         }
         assert!(escapes_at(b"%25252F").read.contains(&(b'/', 7)));
+    }
+
+    #[test]
+    fn an_escape_nested_at_any_depth_past_the_limit_is_told() {
+        // Four levels spell `/` one level past the depth; five, six and
+        // more spell an opener there, which may stand for any byte.
+        let mut text = b"%2F".to_vec();
+        for level in 1..=8 {
+            let found = escapes_at(&text);
+            if level > DEPTH {
+                assert!(
+                    found.deep.contains(&b'/') || found.any,
+                    "{} levels, {}: {:?}",
+                    level,
+                    String::from_utf8_lossy(&text),
+                    found
+                );
+            } else {
+                assert!(!found.any && found.deep.is_empty(), "{level} levels");
+            }
+            text.splice(1..1, *b"25");
+        }
+        // HTML five levels, and JSON five levels: sixteen backslashes spell
+        // a backslash four levels down.
+        let mut json = vec![b'\\'; 16];
+        json.extend_from_slice(b"u002f");
+        for text in [&b"&amp;amp;amp;amp;#47;"[..], &json] {
+            assert!(escapes_at(text).any, "{}", String::from_utf8_lossy(text));
+        }
     }
 }
