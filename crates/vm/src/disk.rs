@@ -84,6 +84,17 @@ impl Held {
         // Filled from the VMM's cgroup, so that the copy's pages count
         // against the sandbox's memory limit, as the guest's writes do.
         warden_jail::kept::fill::in_cgroup(cgroup, || {
+            // An empty `work/` beside `upper/`, as the other backends'
+            // tmpfs has: the owner's review tools follow the
+            // `layer-unsaved` mark only to a tmpfs holding both
+            // (`UnsavedMark::live_upper`), so without it `warden diff` of
+            // a running VM sandbox read the stale saved layer. The guest
+            // is shared `upper/` alone and never sees it.
+            let work = live(&fd).join("work");
+            std::fs::create_dir(&work).map_err(|source| DiskError::Create {
+                path: work.clone(),
+                source,
+            })?;
             if upper.exists() {
                 warden_jail::layer::copy_layer(upper, &into, false).map_err(|source| {
                     DiskError::from(TmpfsError::Restore {
