@@ -169,14 +169,24 @@ fn virtiofsd_is_gone_after_stop_and_after_its_supervisor_is_killed() {
         assert_eq!(stdout(&o).trim(), "1", "{}", stderr(&o));
         let running = fsd_pids();
         assert_eq!(running.len(), 1, "no single virtiofsd serves the layer");
-        // Its chroot is the layer (through the view that swaps root's
-        // IDs with nobody's), never the host's `/`.
-        let root = std::fs::metadata(format!("/proc/{}/root/", running[0])).unwrap();
+        // Its chroot is the layer held to the disk budget: `upper/` of
+        // the budget's tmpfs (through the view that swaps root's IDs with
+        // nobody's), never the host's `/` nor the saved layer on the
+        // host's disk.
+        let root_path = format!("/proc/{}/root/", running[0]);
+        let root = std::fs::metadata(&root_path).unwrap();
         let served = std::fs::metadata(&layer).unwrap();
+        let host = std::fs::metadata("/").unwrap();
+        assert_ne!(
+            root.dev(),
+            served.dev(),
+            "virtiofsd serves the saved layer on the host's disk"
+        );
+        assert_ne!(root.dev(), host.dev(), "virtiofsd's root is the host's");
         assert_eq!(
-            (root.dev(), root.ino()),
-            (served.dev(), served.ino()),
-            "virtiofsd's root is not the sandbox's layer"
+            fs_magic(&root_path),
+            Some(libc::TMPFS_MAGIC),
+            "virtiofsd's root is not the budget's tmpfs"
         );
         if how == "stop" {
             ok(&vm_warden(
@@ -845,4 +855,15 @@ fn a_named_vm_sandbox_writing_past_its_disk_budget_gets_enospc_and_the_hosts_cop
         kept > 0 && kept <= budget,
         "the saved layer holds {kept} bytes of the guest's file (budget {budget})"
     );
+}
+
+/// The magic number of the file system `path` is on.
+fn fs_magic(path: &str) -> Option<libc::__fsword_t> {
+    let c = std::ffi::CString::new(path).ok()?;
+    // SAFETY: statfs fills the zeroed struct from a NUL-terminated path
+    // that outlives the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    (rc == 0).then_some(st.f_type)
 }

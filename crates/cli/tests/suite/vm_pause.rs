@@ -200,13 +200,35 @@ fn busybox_tree() -> Option<TempDir> {
 fn refused_while_a_process_holds_the_workspace(s: &Path) -> Vec<i32> {
     // A process whose working directory is the workspace holds it: the
     // pause is refused, naming it, and the VM runs on untouched.
+    // Its PID is kept: `pidof sleep` also names the counter's own
+    // `sleep 0.1`, which is often gone by the time a `kill` of it runs.
     ok(&vm_warden(
         s,
-        &["exec", "-d", "ws", "--", "sleep", "1000"],
+        &[
+            "exec",
+            "-d",
+            "ws",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > /tmp/holder; exec sleep 1000",
+        ],
         None,
     ));
     wait_until("the holder to start", Duration::from_secs(30), || {
-        code(&vm_warden(s, &["exec", "ws", "--", "pidof", "sleep"], None)) == 0
+        let o = vm_warden(
+            s,
+            &[
+                "exec",
+                "ws",
+                "--",
+                "sh",
+                "-c",
+                "[ \"$(cat /proc/$(cat /tmp/holder)/comm)\" = sleep ]",
+            ],
+            None,
+        );
+        code(&o) == 0
     });
     let vmm = vmm_pids(s, "ws");
     let o = vm_warden(s, &["pause", "--to-disk", "ws"], None);
@@ -246,7 +268,7 @@ fn refused_while_a_process_holds_the_workspace(s: &Path) -> Vec<i32> {
     ));
     ok(&vm_warden(
         s,
-        &["exec", "ws", "--", "sh", "-c", "kill $(pidof sleep)"],
+        &["exec", "ws", "--", "sh", "-c", "kill $(cat /tmp/holder)"],
         None,
     ));
     vmm
