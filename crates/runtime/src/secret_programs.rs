@@ -38,8 +38,10 @@ use crate::pathwalk::walk;
 
 mod interpreters;
 mod runners;
+mod stdin;
 use interpreters::{given, interpreter, is_url, is_wrapper, provably_pathless, Given};
 use runners::runner;
+use stdin::Token;
 
 /// The reason code of a refusal to run a secret's program that lies where
 /// tokens may write.
@@ -266,6 +268,13 @@ impl Checker<'_> {
             if let Some(row) = runner(w) {
                 self.runs(row, rest, depth)?;
             }
+            if stdin::builds_from_input(w, rest) {
+                self.unread(
+                    "a command line its input builds",
+                    w,
+                    "a shell, an interpreter or a wrapper given arguments read from its input",
+                )?;
+            }
             if is_shell(w) {
                 let mut inline = false;
                 for r in rest {
@@ -345,7 +354,14 @@ impl Checker<'_> {
         if depth >= MAX_NESTED {
             return Err(unreadable("shell lines nested too deep to read"));
         }
-        let words = shell_words(arg, &self.env).map_err(unreadable)?;
+        let tokens = shell_tokens(arg, &self.env).map_err(unreadable)?;
+        let words: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| match t {
+                Token::Word(w) => Some(w.clone()),
+                Token::Op(_) => None,
+            })
+            .collect();
         let mut dirs = vec![PathBuf::from(PROGRAM_DIR)];
         for (i, w) in words.iter().enumerate() {
             if SETTERS.contains(&w.as_str())
@@ -371,6 +387,10 @@ impl Checker<'_> {
                     self.path(&d.join(w), "a path its shell script names")?;
                 }
             }
+        }
+        // `find ... | sh`, `sh < x`: a program read from a pipe.
+        if let Some(why) = stdin::fed_program(&tokens) {
+            return Err(unreadable(why));
         }
         // The line's own commands: `python3 -c`, `env perl -e`, a shell
         // line in it.
@@ -461,8 +481,14 @@ fn shebang(file: &Path) -> Option<Vec<String>> {
 /// protects a directory more, never less.
 fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
     let expanded = env.expand_vars(arg);
+    // `file:///p/%67et.sh`, `file://localhost/p`: the path a URL names.
+    let urls: Vec<String> = [arg, expanded.as_str()]
+        .into_iter()
+        .flat_map(stdin::url_paths)
+        .collect();
     let mut out: Vec<PathBuf> = [arg, expanded.as_str()]
         .into_iter()
+        .chain(urls.iter().map(String::as_str))
         .flat_map(|a| {
             a.split(|c: char| c.is_whitespace() || ";|&<>()'\"=`$,:{}".contains(c))
                 .chain(std::iter::once(a))
@@ -594,6 +620,18 @@ impl Env<'_> {
 /// `~user` and the program's variables expanded; why not, when a word
 /// cannot be read for certain.
 fn shell_words(script: &str, env: &Env) -> Result<Vec<String>, &'static str> {
+    Ok(shell_tokens(script, env)?
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Word(w) => Some(w),
+            Token::Op(_) => None,
+        })
+        .collect())
+}
+
+/// [`shell_words`] with the operators between them (`;|&<>()` and
+/// newlines), for what a line feeds a program on its input.
+fn shell_tokens(script: &str, env: &Env) -> Result<Vec<Token>, &'static str> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut started = false;
@@ -602,8 +640,11 @@ fn shell_words(script: &str, env: &Env) -> Result<Vec<String>, &'static str> {
         match c {
             c if c.is_whitespace() || ";|&<>()".contains(c) => {
                 if started {
-                    words.push(std::mem::take(&mut cur));
+                    words.push(Token::Word(std::mem::take(&mut cur)));
                     started = false;
+                }
+                if c == '\n' || !c.is_whitespace() {
+                    words.push(Token::Op(c));
                 }
             }
             '\'' => {
@@ -677,15 +718,15 @@ fn shell_words(script: &str, env: &Env) -> Result<Vec<String>, &'static str> {
         }
     }
     if started {
-        words.push(cur);
+        words.push(Token::Word(cur));
     }
     Ok(words)
 }
 
 /// The words of a script that ends inside a quote: the shell refuses it
 /// as it parses, but what was read so far is checked all the same.
-fn unclosed(mut words: Vec<String>, cur: String) -> Vec<String> {
-    words.push(cur);
+fn unclosed(mut words: Vec<Token>, cur: String) -> Vec<Token> {
+    words.push(Token::Word(cur));
     words
 }
 

@@ -309,7 +309,8 @@ fn every_way_a_program_is_given_code_or_a_path_is_read_or_refused() {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         check_with(&[secret(&argv)], &writable, &env).map_err(|r| r.code())
     };
-    let attacks = attacks();
+    let mut attacks = attacks();
+    attacks.extend(input_and_url_attacks());
     let mut ran = Vec::new();
     for (argv, want) in &attacks {
         if code(argv) != *want {
@@ -328,6 +329,14 @@ fn every_way_a_program_is_given_code_or_a_path_is_read_or_refused() {
         &["gh", "auth", "token"],
         &["security", "find-generic-password", "-s", "x", "-w"],
         &["/bin/sh", "-c", "pass show x | awk '{print $1}'"],
+        &["/bin/sh", "-c", "pass show x | head -1"],
+        &["/bin/sh", "-c", "pass show x | xargs printf %s"],
+        &["/bin/sh", "-c", "pass show x | python3 -m json.tool"],
+        &[
+            "/usr/bin/curl",
+            "-s",
+            "https://vault.example.com/v1/%73ecret",
+        ],
         &[
             "/usr/bin/env",
             "VAULT_ADDR=https://vault.example.com:8200",
@@ -532,5 +541,61 @@ fn attacks() -> Vec<Attack> {
             u,
         ),
         (vec!["/usr/bin/flock", "/tmp/l", "-c", "{o}"], w),
+    ]
+}
+
+/// A shell or interpreter fed its program by a pipe or a redirect, a
+/// command line built by `xargs`, a path inside a URL.
+fn input_and_url_attacks() -> Vec<Attack> {
+    let w = Err(SECRET_PROGRAM_WRITABLE);
+    let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
+    vec![
+        // F7: a shell or interpreter reading its program from a pipe or
+        // a redirect, or given arguments by xargs from its input.
+        (vec!["/bin/sh", "-c", "find {h} -name get.sh | xargs sh"], u),
+        (vec!["/bin/sh", "-c", "find {h} -name get.sh | sh"], u),
+        (
+            vec![
+                "/bin/sh",
+                "-c",
+                "find {h} -name get.sh -print0 | xargs -0 -n1 sh",
+            ],
+            u,
+        ),
+        (
+            vec!["/bin/sh", "-c", "base64 -d /etc/hostname | xargs python3"],
+            u,
+        ),
+        (vec!["/bin/sh", "-c", "cat /etc/hostname | bash -s"], u),
+        (vec!["/bin/sh", "-c", "cat /etc/hostname | python3 -"], u),
+        (vec!["/bin/sh", "-c", "cat /etc/hostname | perl"], u),
+        (
+            vec![
+                "/bin/sh",
+                "-c",
+                "cat /etc/hostname | timeout 5 bash -o pipefail",
+            ],
+            u,
+        ),
+        (
+            vec!["/bin/sh", "-c", "cat /etc/hostname | sh /dev/stdin"],
+            u,
+        ),
+        (
+            vec!["/bin/sh", "-c", "cat /etc/hostname |& env sh 2>/dev/null"],
+            u,
+        ),
+        (vec!["/bin/sh", "-c", "exec 3</etc/hostname; sh <&3"], u),
+        (vec!["/bin/sh", "-c", "sh < /etc/hostname"], u),
+        (vec!["/usr/bin/xargs", "-a", "/etc/hostname", "sh"], u),
+        (vec!["/usr/bin/xargs", "-a", "/etc/hostname", "nice"], u),
+        // F7: a path in a URL, percent-encoded or behind a host.
+        (
+            vec!["/bin/sh", "-c", "curl -s file://{h}/pro%6a/get.sh | sh"],
+            w,
+        ),
+        (vec!["/usr/bin/curl", "-s", "file://{h}/pro%6a/get.sh"], w),
+        (vec!["/usr/bin/curl", "-s", "file://localhost{r}/get.sh"], w),
+        (vec!["/usr/bin/curl", "-s", "file:{h}/%70roj/get.sh"], w),
     ]
 }
