@@ -75,6 +75,27 @@ pub struct Decision {
     pub reason: Option<Cause>,
 }
 
+impl Decision {
+    /// A request to `name`:`port` on a terminated connection, refused
+    /// before anything of it went upstream, for `cause`, in `detail`'s
+    /// words.
+    pub fn request_refused(name: &str, port: u16, detail: String, cause: Cause) -> Decision {
+        Decision {
+            protocol: Protocol::Request,
+            name: Some(name.to_string()),
+            port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: Some(cause),
+        }
+    }
+}
+
 /// Why a decision went as it did, with what would change it: the code,
 /// the option (a [`Field`]) whose entry would change the outcome where
 /// one would, that entry, and the addresses the name led to.

@@ -446,19 +446,12 @@ fn path_override_refusal(
         "refused: {} {name}{path} carries {header}, a header some servers route on in place of the path; the rules decide the path alone",
         parts.method
     );
-    record(Decision {
-        protocol: Protocol::Request,
-        name: Some(name.to_string()),
+    record(Decision::request_refused(
+        name,
         port,
-        original_destination: None,
-        allowed: false,
-        rule: None,
-        detail: why.clone(),
-        bytes_out: 0,
-        bytes_in: 0,
-        duration_ms: 0,
-        reason: Some(Cause::new(reason)),
-    });
+        why.clone(),
+        Cause::new(reason),
+    ));
     forbidden(reason, &why)
 }
 
@@ -478,19 +471,12 @@ fn unpaid_refusal(
         crate::proxy::MEMORY_BUDGET_KIB / 1024,
         unpaid.0
     );
-    record(Decision {
-        protocol: Protocol::Request,
-        name: Some(name.to_string()),
+    record(Decision::request_refused(
+        name,
         port,
-        original_destination: None,
-        allowed: false,
-        rule: None,
-        detail: why.clone(),
-        bytes_out: 0,
-        bytes_in: 0,
-        duration_ms: 0,
-        reason: Some(Cause::new(Reason::MemoryBudget)),
-    });
+        why.clone(),
+        Cause::new(Reason::MemoryBudget),
+    ));
     let mut r = forbidden(Reason::MemoryBudget, &why);
     *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     r

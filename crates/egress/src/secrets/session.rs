@@ -152,37 +152,18 @@ impl Session {
 
     /// A refused request's decision, of protocol `request`.
     fn refusal(&self, reason: Reason, why: String) -> Decision {
-        Decision {
-            protocol: Protocol::Request,
-            name: Some(self.name.clone()),
-            port: self.port,
-            original_destination: None,
-            allowed: false,
-            rule: None,
-            detail: why,
-            bytes_out: 0,
-            bytes_in: 0,
-            duration_ms: 0,
-            reason: Some(Cause::new(reason)),
-        }
+        Decision::request_refused(&self.name, self.port, why, Cause::new(reason))
     }
 
     /// Refuse a request before anything of it goes upstream, recorded as a
     /// denied decision of protocol `request`.
     fn refuse(&self, status: StatusCode, cause: Cause, why: String) -> Response<OutBody> {
-        (self.record)(Decision {
-            protocol: Protocol::Request,
-            name: Some(self.name.clone()),
-            port: self.port,
-            original_destination: None,
-            allowed: false,
-            rule: None,
-            detail: why.clone(),
-            bytes_out: 0,
-            bytes_in: 0,
-            duration_ms: 0,
-            reason: Some(cause.clone()),
-        });
+        (self.record)(Decision::request_refused(
+            &self.name,
+            self.port,
+            why.clone(),
+            cause.clone(),
+        ));
         text(status, cause.reason, format!("warden: {why}\n"))
     }
 

@@ -9,7 +9,7 @@
 //! (`judge` hands it what was read).
 
 use super::{forbidden, Refused};
-use crate::decision::{Cause, Decision, Protocol, Reason};
+use crate::decision::{Cause, Decision, Reason};
 use crate::secrets::{Recorder, Terminator};
 
 /// Refuse the request (recorded, 403) when the secret's rules for
@@ -45,18 +45,6 @@ pub(super) fn check(
     } else {
         Cause::with_entry(Reason::SecretRule, format!("{method} {name}{path}"))
     };
-    record(Decision {
-        protocol: Protocol::Request,
-        name: Some(name.to_string()),
-        port,
-        original_destination: None,
-        allowed: false,
-        rule: None,
-        detail: why.clone(),
-        bytes_out: 0,
-        bytes_in: 0,
-        duration_ms: 0,
-        reason: Some(cause),
-    });
+    record(Decision::request_refused(name, port, why.clone(), cause));
     Err(Box::new(forbidden(Reason::SecretRule, &why)))
 }
