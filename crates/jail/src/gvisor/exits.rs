@@ -54,6 +54,8 @@ pub(super) struct ExitWatch {
     stop: Arc<AtomicBool>,
     /// Asked for the end: read what is queued, then stop.
     drain: Arc<AtomicBool>,
+    /// Wakes the listener from its wait when the end is asked for.
+    wake: std::os::unix::net::UnixStream,
 }
 
 impl ExitWatch {
@@ -101,17 +103,20 @@ impl ExitWatch {
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
         }
+        let (wake, woken) = std::os::unix::net::UnixStream::pair().ok()?;
         let watch = ExitWatch {
             socket: Arc::new(socket),
             seen: Arc::default(),
             stop: Arc::default(),
             drain: Arc::default(),
+            wake,
         };
         let listener = Listener {
             socket: watch.socket.clone(),
             seen: watch.seen.clone(),
             stop: watch.stop.clone(),
             drain: watch.drain.clone(),
+            woken,
             root: format!("--root={}", root.display()),
         };
         std::thread::Builder::new()
@@ -123,14 +128,16 @@ impl ExitWatch {
 
     /// The sandbox process's wait status, once every event queued until
     /// now is read (its end came before `runsc run`'s, so it is among
-    /// them), waiting at most `limit` for the reader; `None` when it was
-    /// never recognised, its end never seen or events were lost.
+    /// them, or follows within a second), waiting at most `limit` for the
+    /// reader; `None` when it was never recognised, its end never seen or
+    /// events were lost.
     pub fn sandbox_end(&self, limit: Duration) -> Option<i32> {
         self.drain.store(true, Ordering::Relaxed);
+        let _ = std::io::Write::write(&mut &self.wake, &[1]);
         let start = Instant::now();
         loop {
             match self.seen.lock() {
-                Ok(s) if s.done || s.ended.is_some() => return s.ended,
+                Ok(s) if s.done => return s.ended,
                 Ok(_) if start.elapsed() < limit => {}
                 _ => return None,
             }
@@ -175,25 +182,48 @@ struct Listener {
     seen: Arc<Mutex<Seen>>,
     stop: Arc<AtomicBool>,
     drain: Arc<AtomicBool>,
+    woken: std::os::unix::net::UnixStream,
     root: String,
 }
 
 impl Listener {
-    /// Read events until told to stop, the queue is drained when asked,
-    /// or the sandbox process's end is known: recognise the sandbox
-    /// process when it executes, keep its end.
+    /// Read events until told to stop or, once asked, until the queue is
+    /// drained: recognise the sandbox process when it executes, keep its
+    /// last end.
+    ///
+    /// The sandbox process re-executes itself from one of its threads
+    /// (the Go runtime's), and the kernel then reports its old leader's
+    /// exit under the process's own pid, status 0, just before the exec:
+    /// an end is only an end when no exec of that pid follows it, so it
+    /// is kept and read on until the queue is drained.
     fn listen(self) {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         use std::os::fd::AsFd;
         let mut buf = vec![0u8; 4096];
         let mut sandbox: Option<i32> = None;
+        let mut drained_since: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             let draining = self.drain.load(Ordering::Relaxed);
-            let wait = PollTimeout::from(if draining { 0u16 } else { 100 });
-            let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLIN)];
-            if !matches!(poll(&mut fds, wait), Ok(n) if n > 0) {
+            let wait = PollTimeout::from(match (draining, drained_since) {
+                (true, None) => 0u16,
+                (true, Some(_)) => 10,
+                (false, _) => 100,
+            });
+            let mut fds = [
+                PollFd::new(self.socket.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.woken.as_fd(), PollFlags::POLLIN),
+            ];
+            let polled = poll(&mut fds, wait).is_ok_and(|n| n > 0);
+            let ready = polled && fds[0].revents().is_some_and(|r| !r.is_empty());
+            if polled && fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                let _ = std::io::Read::read(&mut &self.woken, &mut [0u8; 8]);
+            }
+            if !ready {
                 if draining {
-                    break;
+                    let since = *drained_since.get_or_insert_with(Instant::now);
+                    if !self.end_may_be_coming(sandbox, since) {
+                        break;
+                    }
                 }
                 continue;
             }
@@ -211,6 +241,7 @@ impl Listener {
                 if nix::errno::Errno::last() == nix::errno::Errno::ENOBUFS {
                     if let Ok(mut s) = self.seen.lock() {
                         s.sandbox = None;
+                        s.ended = None;
                     }
                     break;
                 }
@@ -223,7 +254,12 @@ impl Listener {
                 continue;
             };
             let pid = pid as i32;
-            if what == PROC_EVENT_EXEC && sandbox.is_none() && is_sandbox(pid, &self.root) {
+            if what == PROC_EVENT_EXEC && Some(pid) == sandbox {
+                // Re-executed: the leader's exit before it was no end.
+                if let Ok(mut s) = self.seen.lock() {
+                    s.ended = None;
+                }
+            } else if what == PROC_EVENT_EXEC && sandbox.is_none() && is_sandbox(pid, &self.root) {
                 sandbox = Some(pid);
                 if let Ok(mut s) = self.seen.lock() {
                     s.sandbox = sandbox;
@@ -232,12 +268,30 @@ impl Listener {
                 if let (Ok(mut s), Some(code)) = (self.seen.lock(), u32_at(b, DATA + 8)) {
                     s.ended = Some(code as i32);
                 }
-                break;
             }
         }
         if let Ok(mut s) = self.seen.lock() {
             s.done = true;
         }
+    }
+
+    /// With the queue empty while draining: whether the sandbox
+    /// process's exit event may still be on its way. The kernel wakes a
+    /// dying process's parent before it sends the event, so a process
+    /// already gone from `/proc` (or a zombie) with no end seen is waited
+    /// for, up to a second.
+    fn end_may_be_coming(&self, sandbox: Option<i32>, since: Instant) -> bool {
+        let Some(pid) = sandbox else {
+            return false;
+        };
+        let seen_end = self.seen.lock().map_or(true, |s| s.ended.is_some());
+        if seen_end || since.elapsed() > Duration::from_secs(1) {
+            return false;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command's name in parentheses.
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        matches!(state, None | Some('Z' | 'X'))
     }
 }
 
@@ -260,11 +314,17 @@ mod tests {
     /// (`sh -c SCRIPT --root=ROOT boot`), run to its end: the wait
     /// status the listener saw, or why the host cannot say.
     fn seen_end(root: &str, script: &str) -> Result<Option<i32>, &'static str> {
+        seen_end_of(root, "sh", &["-c", script])
+    }
+
+    /// As [`seen_end`], of `program` with `args` (then `--root=ROOT boot`).
+    fn seen_end_of(root: &str, program: &str, args: &[&str]) -> Result<Option<i32>, &'static str> {
         let Some(watch) = ExitWatch::start(std::path::Path::new(root)) else {
             return Err("the host's process events cannot be listened to here (not root)");
         };
-        let status = std::process::Command::new("sh")
-            .args(["-c", script, &format!("--root={root}"), "boot"])
+        let status = std::process::Command::new(program)
+            .args(args)
+            .args([&format!("--root={root}"), "boot"])
             .status()
             .unwrap();
         assert!(!status.success());
@@ -288,5 +348,38 @@ mod tests {
             .unwrap();
         assert!(libc::WIFEXITED(exited), "{exited:#x}");
         assert_eq!(libc::WEXITSTATUS(exited), 137);
+    }
+
+    /// runsc's sandbox process re-executes itself from a thread other
+    /// than its first: the kernel reports the old leader's exit (status
+    /// 0, under the process's pid) just before the exec, and that was
+    /// read as the sandbox's end, so a sandbox killed later was told as
+    /// its command's own status about half the time.
+    #[test]
+    fn a_sandbox_process_that_re_executes_from_a_thread_is_not_ended_by_its_old_leaders_exit() {
+        if std::process::Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no python3 here to exec from a thread");
+            return;
+        }
+        let root = format!("/nonexistent/warden-exits-thread-{}", std::process::id());
+        let code = format!(
+            "import os, sys, threading\n\
+             def again():\n\
+             \x20   os.execv('/bin/sh', ['sh', '-c', 'sleep 0.3; kill -9 $$', '--root={root}', 'boot'])\n\
+             t = threading.Thread(target=again); t.start(); t.join()\n"
+        );
+        let killed = match seen_end_of(&root, "python3", &["-c", &code]) {
+            Ok(end) => end.unwrap(),
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        assert!(libc::WIFSIGNALED(killed), "{killed:#x}");
+        assert_eq!(libc::WTERMSIG(killed), libc::SIGKILL);
     }
 }
