@@ -317,12 +317,33 @@ pub enum Reply {
         pending: Vec<PendingQuestion>,
     },
     /// Refused, and why; `field` is the request's field at fault, as a
-    /// JSON pointer (`/allow/2`).
+    /// JSON pointer (`/allow/2`). `reason`: the stable code below `code`
+    /// of a refusal about the sandbox's own options (a share refused at a
+    /// resume), and the option it is about; absent for the others, and
+    /// from older supervisors.
     Refused {
         code: Refusal,
         message: String,
         field: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Reason>,
     },
+}
+
+/// A refusal's stable reason code (`share_link`, `share_changed`, ...)
+/// and the option of the sandbox's spec it is about: what a front door
+/// words in its own terms (a flag, a profile's key, a JSON pointer in
+/// the spec), as it words the same refusal at a start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub code: String,
+    /// The option by its profile key (`filesystem.read_write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option: Option<String>,
+    /// Which entry of that option: its position among the option's
+    /// values, or a secret's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
 }
 
 /// A running sandbox, as its supervisor sees it.
@@ -447,7 +468,8 @@ mod tests {
             json(&Reply::Refused {
                 code: Refusal::NotFound,
                 message: "no such question".into(),
-                field: None
+                field: None,
+                reason: None
             }),
             r#"{"op":"refused","code":"not_found","message":"no such question","field":null}"#
         );
@@ -484,6 +506,34 @@ mod tests {
         );
     }
 
+    /// A refusal with its reason code and option, as a resume's share
+    /// refusal crosses the socket; one without a reason keeps the shape
+    /// older callers read.
+    #[test]
+    fn a_refusal_carries_its_reason_code_and_option_whole() {
+        let r = Reply::Refused {
+            code: Refusal::Conflict,
+            message: "refused".into(),
+            field: None,
+            reason: Some(Reason {
+                code: "share_link".into(),
+                option: Some("filesystem.read_write".into()),
+                item: Some("1".into()),
+            }),
+        };
+        let text = json(&r);
+        assert_eq!(
+            text,
+            r#"{"op":"refused","code":"conflict","message":"refused","field":null,"reason":{"code":"share_link","option":"filesystem.read_write","item":"1"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), r);
+        let old = r#"{"op":"refused","code":"conflict","message":"m","field":null}"#;
+        assert!(matches!(
+            serde_json::from_str::<Reply>(old).unwrap(),
+            Reply::Refused { reason: None, .. }
+        ));
+    }
+
     #[test]
     fn a_record_request_carries_its_action_as_a_word() {
         assert_eq!(
@@ -515,6 +565,7 @@ mod tests {
             code,
             message: message.into(),
             field: None,
+            reason: None,
         })
     }
 

@@ -182,6 +182,7 @@ impl Allowlist {
                 code: r.code,
                 message: r.message,
                 field: r.field,
+                reason: None,
             },
         }
     }

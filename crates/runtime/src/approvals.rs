@@ -379,6 +379,7 @@ pub fn answer_reply(
             code: Refusal::NotFound,
             message: format!("no question {question} waits: this sandbox is not in ask mode"),
             field: None,
+            reason: None,
         };
     };
     match a.answer(question, decision, by, trust) {
@@ -387,6 +388,7 @@ pub fn answer_reply(
             code: r.code,
             message: r.message,
             field: None,
+            reason: None,
         },
     }
 }

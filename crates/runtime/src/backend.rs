@@ -78,29 +78,37 @@ impl Backend {
 /// among that option's paths), for the door to word.
 fn vm_error(spec: &SandboxSpec, e: &warden_vm::backend::VmError) -> JailError {
     let why = warden_jail::chain_str(e);
-    let Some((code, what, path)) = e.refused_share().and_then(|s| s.refused()) else {
+    let Some((code, bind)) = e.refused_share().and_then(|s| refused_bind(Some(spec), s)) else {
         return JailError::Setup(why);
     };
-    let writable = what == "filesystem.read_write";
-    let index = match what {
-        "filesystem.read_write" | "filesystem.read_only" => spec
-            .filesystem
-            .binds
-            .iter()
-            .filter(|b| b.writable == writable)
-            .position(|b| b.path == path),
-        _ => None,
-    };
+    JailError::BindRefused { code, bind, why }
+}
+
+/// A share refused with a reason code: its code, and which bind it is
+/// (its option's profile key, and its position among that option's paths
+/// in `spec`, when the spec is known).
+fn refused_bind(
+    spec: Option<&SandboxSpec>,
+    share: &warden_vm::shares::ShareError,
+) -> Option<(&'static str, (&'static str, Option<usize>))> {
+    let (code, what, path) = share.refused()?;
     let option = match what {
         "filesystem.read_write" => "filesystem.read_write",
         "filesystem.read_only" => "filesystem.read_only",
         _ => "filesystem.rootfs",
     };
-    JailError::BindRefused {
-        code,
-        bind: (option, index),
-        why,
-    }
+    let writable = option == "filesystem.read_write";
+    let index = match option {
+        "filesystem.rootfs" => None,
+        _ => spec.and_then(|spec| {
+            spec.filesystem
+                .binds
+                .iter()
+                .filter(|b| b.writable == writable)
+                .position(|b| b.path == path)
+        }),
+    };
+    Some((code, (option, index)))
 }
 
 /// The most host memory a sandbox of `spec` may hold: what its backend's
@@ -187,6 +195,28 @@ pub enum BackendError {
     Cgroup(#[from] warden_jail::cgroup::CgroupError),
     #[error(transparent)]
     Vm(warden_vm::control::ControlError),
+}
+
+impl BackendError {
+    /// A share refused with a reason code when a VM paused to disk was
+    /// restored (`share_link`, `share_changed`), as the doors word a
+    /// boot's: its code, its option and its position among `spec`'s
+    /// binds.
+    pub fn refused_share(
+        &self,
+        spec: Option<&SandboxSpec>,
+    ) -> Option<crate::lifecycle::refusal::StartRefusal> {
+        let BackendError::Vm(warden_vm::control::ControlError::ShareRefused(share)) = self else {
+            return None;
+        };
+        let (code, (option, index)) = refused_bind(spec, share)?;
+        let field = warden_policy::Field::all().find(|f| f.profile_key() == Some(option));
+        crate::lifecycle::refusal::StartRefusal::new(
+            code,
+            field,
+            index.map(|i| i.to_string()).as_deref(),
+        )
+    }
 }
 
 impl From<warden_vm::control::ControlError> for BackendError {

@@ -59,6 +59,10 @@ pub enum ClientError {
         message: String,
         /// The request's field at fault, a JSON pointer (`/allow/2`).
         field: Option<String>,
+        /// The stable code below `code` and the option of the sandbox's
+        /// spec it is about (a share refused at a resume), for the door
+        /// to word as it words the same refusal at a start.
+        reason: Option<crate::lifecycle::refusal::StartRefusal>,
     },
     #[error("this sandbox's supervisor predates {0} (it closed the connection on the request); restart the sandbox to use it")]
     Unsupported(&'static str),
@@ -279,6 +283,7 @@ impl Connection {
                 code: Refusal::Invalid,
                 message: e.to_string(),
                 field: None,
+                reason: None,
             });
         }
         let req = Request::Connect(target.clone());
@@ -524,11 +529,8 @@ impl Connection {
                 Ok((exec, pid, master))
             }
             Reply::Error { message } => Err(ClientError::Refused(message)),
-            r @ Reply::Refused {
-                code: Refusal::Busy,
-                ..
-            } => refusal(r).and(Err(ClientError::Unexpected)),
-            Reply::Refused { message, .. } => Err(ClientError::Refused(message)),
+            // Busy, paused, ...: with its code, for the door to word.
+            r @ Reply::Refused { .. } => refusal(r).and(Err(ClientError::Unexpected)),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),
         }
@@ -557,10 +559,14 @@ fn refusal(reply: Reply) -> Result<Reply, ClientError> {
             code,
             message,
             field,
+            reason,
         } => Err(ClientError::Rejected {
             code,
             message,
             field,
+            reason: reason
+                .as_ref()
+                .and_then(crate::lifecycle::refusal::StartRefusal::from_wire),
         }),
         r => Ok(r),
     }

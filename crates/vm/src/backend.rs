@@ -114,10 +114,12 @@ pub enum VmError {
 impl VmError {
     /// The share refused with a reason code (`share_link`,
     /// `share_changed`), if this is one, whether its check came before
-    /// the launch or at it.
+    /// the launch, at it, or at the restore of a VM paused to disk.
     pub fn refused_share(&self) -> Option<&crate::shares::ShareError> {
         let share = match self {
-            VmError::Share(s) | VmError::Machine(MachineError::Share(s)) => s,
+            VmError::Share(s)
+            | VmError::Machine(MachineError::Share(s))
+            | VmError::Resume(crate::pause::Unresumed { share: Some(s), .. }) => s,
             _ => return None,
         };
         share.reason().is_some().then_some(share)

@@ -47,6 +47,11 @@ pub enum ControlError {
     Lost(String),
     #[error("the VM's relay did not answer")]
     NoAnswer,
+    /// The paused VM was not resumed because a share is refused with a
+    /// reason code (`share_link`, `share_changed`): nothing of it was
+    /// served; the sandbox ends.
+    #[error("the paused VM could not be resumed ({0}); the sandbox ends")]
+    ShareRefused(crate::shares::ShareError),
 }
 
 /// How to pause.
@@ -458,7 +463,10 @@ impl Live {
 
     fn restore(&mut self, dir: &std::path::Path) -> Result<(), ControlError> {
         let lost = |e: &dyn std::error::Error| ControlError::Lost(warden_jail::chain_str(e));
-        let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| lost(&e))?;
+        let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| {
+            let why = lost(&e);
+            crate::pause::refused_share(e).map_or(why, ControlError::ShareRefused)
+        })?;
         let (w, r) = match (m.stream.try_clone(), m.stream.try_clone()) {
             (Ok(w), Ok(r)) => (w, r),
             (Err(e), _) | (_, Err(e)) => return Err(lost(&e)),
@@ -508,7 +516,11 @@ impl Live {
         if let Some(mut m) = self.machine.take() {
             m.stop(Duration::ZERO);
         }
-        Err(crate::pause::Unresumed { why, kept: false })
+        Err(crate::pause::Unresumed {
+            why,
+            kept: false,
+            share: None,
+        })
     }
 }
 

@@ -284,6 +284,19 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
 pub struct Unresumed {
     pub why: String,
     pub kept: bool,
+    /// The share refused at the restore with a reason code (`share_link`,
+    /// `share_changed`), when that is why: each door words it by its code
+    /// and the bind it is about, as a boot's.
+    pub share: Option<crate::shares::ShareError>,
+}
+
+/// The share refused with a reason code that made a restore fail, taken
+/// out of its error, if that is why it failed.
+pub fn refused_share(e: PauseError) -> Option<crate::shares::ShareError> {
+    match e {
+        PauseError::Machine(MachineError::Share(s)) if s.reason().is_some() => Some(s),
+        _ => None,
+    }
 }
 
 /// Restore the VM paused to disk in `dir` by a supervisor that is gone,
@@ -306,6 +319,7 @@ pub(crate) fn restore_paused(
         Unresumed {
             why: warden_jail::chain_str(&e),
             kept,
+            share: refused_share(e),
         }
     })
 }
@@ -327,6 +341,7 @@ pub(crate) fn restore_as_copy(
         Unresumed {
             why: warden_jail::chain_str(&e),
             kept: false,
+            share: refused_share(e),
         }
     })
 }

@@ -204,7 +204,7 @@ fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::
 /// profile set, the profile's `FILE:LINE:COL` kept at create (or that it
 /// is not known, for a sandbox created before warden kept it), else its
 /// flag.
-fn refused_at(
+pub(super) fn refused_at(
     refusal: &lifecycle::refusal::StartRefusal,
     stored: Option<&Stored>,
     sb: &warden_workspace::Sandbox,

@@ -71,6 +71,7 @@ mod judge_cpu;
 mod landing_modes;
 mod layer_attacks;
 mod lifecycle;
+mod lifecycle_errors;
 mod long_state_path;
 mod mcp;
 mod mcp_sessions;

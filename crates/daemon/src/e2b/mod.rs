@@ -134,6 +134,11 @@ pub fn router(app: Arc<App>) -> Router {
             "/templates/{id}",
             get(templates::get_one).delete(copies::delete),
         )
+        // Inside the key check, which tells it who calls.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            hide_host_paths,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             control_auth,
@@ -164,6 +169,16 @@ pub fn router(app: Arc<App>) -> Router {
             ports::route,
         ))
         .with_state(state)
+}
+
+/// The control API's answers to a token holder with warden's host paths
+/// taken out, as the native API's are ([`crate::routes::redact::layer`]):
+/// its refusals come from the same handlers (a resume, a snapshot, a copy
+/// of one), whose words may name the state directory. The sandbox API's
+/// answers (a command's output, a file) are the sandbox's own data, and
+/// are not looked through.
+async fn hide_host_paths(State(e): State<Arc<E2b>>, req: Request, next: Next) -> Response {
+    crate::routes::redact::layer(State(e.app.clone()), req, next).await
 }
 
 /// envd's health probe: the SDK asks it after a failed call, to tell a

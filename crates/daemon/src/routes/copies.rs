@@ -19,6 +19,7 @@ use std::sync::Arc;
 use warden_runtime::lifecycle::{self, LifecycleError, Owner};
 use warden_workspace::saved::{SavedError, SavedInfo};
 
+use super::redact;
 use super::sandboxes::{blocking, within_quota};
 use crate::api::SandboxInfo;
 use crate::app::App;
@@ -218,7 +219,9 @@ pub async fn create(
         let held = reserved.as_ref().map_or(0, |r| r.disk());
         let room = room_of(&app, &caller, held);
         let info = lifecycle::snapshot(&app.store, &sb, &body.name, owner_of(&caller), &room)
-            .map_err(refused)?;
+            .map_err(|e| {
+                redact::lifecycle_error(&caller, Some(&sb), &id, "its snapshot", refused(e))
+            })?;
         drop(reserved);
         Ok(shown(info, &caller))
     })
@@ -305,10 +308,8 @@ fn adopt(
     drop(one_at_a_time);
     if start {
         let started = crate::secret_programs::allowed(app, caller, sb).and_then(|()| {
-            lifecycle::start(&app.state_dir, sb, &app.exe).map_err(|e| match caller {
-                Caller::Owner => e.into(),
-                Caller::Token(_) => ApiError::from(e),
-            })
+            lifecycle::start(&app.state_dir, sb, &app.exe)
+                .map_err(|e| redact::lifecycle_error(caller, Some(sb), &id, "its start", e.into()))
         });
         if let Err(e) = started {
             let _ = lifecycle::remove(&app.store, &id, true);
@@ -362,7 +363,15 @@ pub async fn sandbox_from(
             owner_of(&caller),
             &|| room_now(&room),
         )
-        .map_err(refused)?;
+        .map_err(|e| {
+            redact::lifecycle_error(
+                &caller,
+                None,
+                &body.name,
+                "its copy of a snapshot",
+                refused(e),
+            )
+        })?;
         adopt(
             &app,
             &caller,
@@ -476,7 +485,9 @@ pub async fn fork(
             }
             Caller::Owner => None,
         };
-        let forked = lifecycle::fork_with_memory(&app.store, &sb, count).map_err(refused)?;
+        let forked = lifecycle::fork_with_memory(&app.store, &sb, count).map_err(|e| {
+            redact::lifecycle_error(&caller, Some(&sb), &id, "its fork", refused(e))
+        })?;
         let memory = forked.memory;
         let made = forked.made;
         // Each fork's own log says what it carries of its source, where

@@ -35,10 +35,13 @@ fn refused(id: &str, e: ClientError) -> ApiError {
         ClientError::NotRunning { .. } => {
             ApiError::not_running(format!("sandbox {id} is not running"))
         }
+        // An allowlist's refusal is about the request's entries: it carries
+        // no reason about the sandbox's own options.
         ClientError::Rejected {
             code,
             message,
             field,
+            ..
         } => match code {
             Refusal::Invalid => ApiError::bad_request(match &field {
                 Some(f) => format!("{f}: {message}"),

@@ -13,6 +13,7 @@ use warden_runtime::client::ClientError;
 use warden_runtime::lifecycle::{self, LifecycleError};
 use warden_runtime::protocol::Refusal;
 
+use super::redact;
 use super::sandboxes::blocking;
 use crate::api::SandboxInfo;
 use crate::app::App;
@@ -35,6 +36,20 @@ pub(crate) fn refusal(id: &str, e: ClientError) -> ApiError {
     match e {
         ClientError::NotRunning { .. } => {
             ApiError::not_running(format!("sandbox {id} is not running"))
+        }
+        // A share the restore of a VM paused to disk refused (a bind
+        // that became a link, or another directory): the world's state,
+        // with its code at its field's pointer in the spec, as a start's
+        // refusal of the same bind is.
+        ClientError::Rejected {
+            message,
+            reason: Some(r),
+            ..
+        } => {
+            let pointer = r.json_pointer().map(|p| format!("/spec{p}"));
+            ApiError::conflict(message)
+                .with_reason(Some(r.code))
+                .with_field(pointer.as_deref())
         }
         ClientError::Rejected { code, message, .. } => match code {
             Refusal::Paused => ApiError::new(
@@ -98,8 +113,15 @@ async fn change(
             // now, as a start is.
             super::copies::grants::may_run_again(&app, &sb)?;
             crate::quota::may_start(&app, &caller, &sb)?;
-            lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe)
-                .map_err(|e| lifecycle_refusal(&id, e))?;
+            lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe).map_err(|e| {
+                redact::lifecycle_error(
+                    &caller,
+                    Some(&sb),
+                    &id,
+                    "its resume",
+                    lifecycle_refusal(&id, e),
+                )
+            })?;
             let row = app.record(&sb).ok().flatten();
             return Ok(app.info(&sb, row.as_ref()));
         }
@@ -113,7 +135,13 @@ async fn change(
             Change::Pause { to_disk: true } => lifecycle::pause_to_disk(&sb, &by),
             Change::Resume => lifecycle::resume(&sb, &by),
         };
-        done.map_err(|e| lifecycle_refusal(&id, e))?;
+        done.map_err(|e| {
+            let doing = match how {
+                Change::Pause { .. } => "its pause",
+                Change::Resume => "its resume",
+            };
+            redact::lifecycle_error(&caller, Some(&sb), &id, doing, lifecycle_refusal(&id, e))
+        })?;
         let row = app.record(&sb).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
@@ -156,7 +184,7 @@ pub async fn pause(
     responses((status = 200, description = "its processes go on where they were; its TTL moved on by the time it was paused", body = SandboxInfo),
         (status = 404, body = Problem),
         (status = 403, description = "a token's VM paused to disk whose supervisor is gone (its resume is a new run), whose spec reaches the host where the owner no longer lets a token: nothing is started, its saved memory kept, at the field's pointer", body = Problem),
-        (status = 409, description = "not running, or not paused; or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over", body = Problem)),
+        (status = 409, description = "not running, or not paused; or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over; or (`share_link`, `share_changed`, at the bind's pointer in the spec) a VM paused to disk whose share became a link or another directory: nothing of it is served, and the sandbox ends", body = Problem)),
     security(("token" = [])))]
 pub async fn resume(
     State(app): State<Arc<App>>,

@@ -148,7 +148,83 @@ pub fn hidden_from_callers(app: &App) -> Hidden {
     if let Some(dir) = &app.catalog.config_dir {
         hidden = hidden.path(dir, "(the owner's configuration)");
     }
+    // The directories a token's workspaces may be made under, and the
+    // VM backend's own (its kernel, images and saved VMs), wherever the
+    // owner put them.
+    for root in &app.workspace_roots {
+        hidden = hidden.path(root, "(a workspace root of the daemon's host)");
+    }
+    if let Some(dir) = warden_vm::kernel::vm_dir() {
+        hidden = hidden.path(&dir, "(warden's VM directory)");
+    }
     hidden.path(&app.exe, "(warden's executable)")
+}
+
+/// A lifecycle call's error after a create (a start, a resume, a fork, a
+/// copy from a snapshot, a snapshot) as `caller` sees it. The owner sees
+/// it whole. A token holder always gets its status, class, reason code
+/// and field; its words only when they are not the host's: a failure of
+/// the daemon's (5xx), a refusal the host's side made (a supervisor's, a
+/// share's: a code of [`CODES`]), and any text that names one of the
+/// owner's paths that [`layer`] does not hide by name (the sandbox's
+/// workspace and shares, which may lie anywhere on the host) are said
+/// as what failed, with its code, and that the daemon's owner sees why
+/// in its log, where they are written whole.
+///
+/// [`CODES`]: warden_runtime::lifecycle::refusal::CODES
+pub fn lifecycle_error(
+    caller: &Caller,
+    sb: Option<&warden_workspace::Sandbox>,
+    id: &str,
+    doing: &str,
+    mut e: crate::error::ApiError,
+) -> crate::error::ApiError {
+    if matches!(caller, Caller::Owner) {
+        return e;
+    }
+    let message = &e.problem.message;
+    let from_host = e
+        .problem
+        .reason
+        .as_deref()
+        .is_some_and(|r| warden_runtime::lifecycle::refusal::CODES.contains(&r))
+        // Worded by its code already: names no path.
+        && !message.starts_with(&format!("sandbox {id} is not started: "));
+    let names_a_path = sb.is_some_and(|sb| {
+        owners_paths(sb)
+            .iter()
+            .any(|p| message.contains(p.to_string_lossy().trim_end_matches('/')))
+    });
+    if !(e.status.is_server_error() || from_host || names_a_path) {
+        return e;
+    }
+    tracing::warn!(sandbox = id, error = %message, "a token holder's {doing} failed; it is told the code only");
+    let code = e.problem.reason.as_deref().unwrap_or(&e.problem.code);
+    let at = e
+        .problem
+        .field
+        .as_deref()
+        .map(|f| format!(" at {f}"))
+        .unwrap_or_default();
+    e.problem.message = format!(
+        "sandbox {id}: {doing} failed ({code}{at}); the daemon's owner sees why in its log"
+    );
+    e.problem.details = None;
+    e
+}
+
+/// The owner's host paths a sandbox is made of, which may lie anywhere on
+/// the host: its workspace, its shares, its root tree.
+fn owners_paths(sb: &warden_workspace::Sandbox) -> Vec<std::path::PathBuf> {
+    let mut out = vec![sb.meta().workspace.clone()];
+    if let Some(spec) = warden_runtime::state::stored_spec(sb.dir()) {
+        out.extend(spec.filesystem.binds.into_iter().map(|b| b.path));
+        out.extend(spec.filesystem.rootfs);
+        out.extend(spec.filesystem.workspace);
+    }
+    // The root hides nothing, and names every path.
+    out.retain(|p| p.as_os_str().len() > 1);
+    out
 }
 
 /// A problem's text as a caller (not the owner) may see it: the one

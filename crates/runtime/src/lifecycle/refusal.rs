@@ -1,5 +1,7 @@
-//! A supervisor's refusal of a start, with its stable reason code and the
-//! field it is about, carried from the supervisor to whoever started it:
+//! A supervisor's refusal of a start (or of a resume: a share refused
+//! when a VM paused to disk is restored), with its stable reason code and
+//! the field it is about, carried from the supervisor to whoever started
+//! it (a resume's, in its control answer: [`StartRefusal::to_wire`]):
 //! the supervisor says it on the starter's pipe as one line before its
 //! `error: why` ([`StartRefusal::line`]), and [`super::start`] reads it
 //! back ([`StartRefusal::parse`]) so that each door words it (the API at
@@ -73,6 +75,26 @@ impl StartRefusal {
         StartRefusal::new(code, field, item)
     }
 
+    /// The refusal a supervisor's control answer carries (a share
+    /// refused at a resume), if its code is one of [`CODES`].
+    pub fn from_wire(r: &crate::protocol::Reason) -> Option<StartRefusal> {
+        let field = r
+            .option
+            .as_deref()
+            .and_then(|key| Field::all().find(|f| f.profile_key() == Some(key)));
+        StartRefusal::new(&r.code, field, field.and(r.item.as_deref()))
+    }
+
+    /// As a supervisor's control answer carries it: the field by its
+    /// profile key.
+    pub fn to_wire(&self) -> crate::protocol::Reason {
+        crate::protocol::Reason {
+            code: self.code.to_string(),
+            option: self.field.and_then(Field::profile_key).map(str::to_string),
+            item: self.item.clone(),
+        }
+    }
+
     /// Its JSON pointer within a spec (`/secrets/NAME`), if it names a
     /// field.
     pub fn json_pointer(&self) -> Option<String> {
@@ -111,5 +133,13 @@ mod tests {
             share.json_pointer().as_deref(),
             Some("/filesystem/read_write/1")
         );
+        // The same refusal in a control answer, and back.
+        assert_eq!(StartRefusal::from_wire(&share.to_wire()), Some(share));
+        let made_up = crate::protocol::Reason {
+            code: "made_up".into(),
+            option: None,
+            item: None,
+        };
+        assert_eq!(StartRefusal::from_wire(&made_up), None);
     }
 }

@@ -130,6 +130,7 @@ fn busy(shared: &Shared) -> Reply {
             connection_bound()
         ),
         field: None,
+        reason: None,
     }
 }
 
@@ -320,6 +321,7 @@ fn record(shared: &Shared, action: &str, paths: Vec<PathBuf>, detail: String) ->
             code: Refusal::Invalid,
             message: format!("{word:?} is not a workspace action: nothing recorded"),
             field: Some("/action".into()),
+            reason: None,
         };
     };
     let kind = EventKind::Workspace {
@@ -336,6 +338,7 @@ fn record(shared: &Shared, action: &str, paths: Vec<PathBuf>, detail: String) ->
             code: Refusal::Conflict,
             message: e.to_string(),
             field: None,
+            reason: None,
         },
         Err(e) => Reply::Error {
             message: format!("the record is not in the sandbox's audit log: {e}"),

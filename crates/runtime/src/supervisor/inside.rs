@@ -103,6 +103,7 @@ pub(super) fn connect(
                 code: Refusal::Invalid,
                 message: e.to_string(),
                 field: None,
+                reason: None,
             },
             &[],
         );

@@ -61,6 +61,7 @@ pub(super) fn refused_paused(shared: &Shared) -> Reply {
             shared.bus.sandbox()
         ),
         field: None,
+        reason: None,
     }
 }
 
@@ -74,7 +75,14 @@ fn refused(code: Refusal, message: String) -> Reply {
         code,
         message,
         field: None,
+        reason: None,
     }
+}
+
+/// The spec the sandbox was created with, where it has one kept (a named
+/// sandbox's): which bind a refusal is about.
+fn stored_spec(shared: &Shared) -> Option<warden_policy::SandboxSpec> {
+    state::stored_spec(shared.record_path.parent()?)
 }
 
 /// Freeze the sandbox, once (`to_disk`: its memory saved to its state and
@@ -102,9 +110,10 @@ pub(super) fn pause(shared: &Arc<Shared>, by: &str, to_disk: bool) -> Reply {
         (false, _) => crate::backend::PauseHow::InPlace,
         (true, Some(dir)) => crate::backend::PauseHow::ToDisk(dir.join(VM_PAUSED)),
         (true, None) => {
-            return Reply::Error {
-                message: "the sandbox has no state directory to pause it to".into(),
-            }
+            return refused(
+                Refusal::Unsupported,
+                "the sandbox has no state directory to pause it to".into(),
+            )
         }
     };
     let freezer = match shared.backend.pause(&shared.held, &how) {
@@ -148,9 +157,20 @@ pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
         );
     };
     if let Err(e) = shared.backend.resume(&shared.held) {
-        return Reply::Error {
-            message: warden_jail::chain_str(&e),
-        };
+        let message = warden_jail::chain_str(&e);
+        // A share the restore refused (a bind that became a link or
+        // another directory while the VM was on disk): the state of the
+        // world, not a fault of the supervisor, with its code and the
+        // bind it is about, as a boot says it.
+        if let Some(r) = e.refused_share(stored_spec(shared).as_ref()) {
+            return Reply::Refused {
+                code: Refusal::Conflict,
+                message,
+                field: None,
+                reason: Some(r.to_wire()),
+            };
+        }
+        return Reply::Error { message };
     }
     let paused = state::now_ms().saturating_sub(since);
     clocks.paused_ms = None;

@@ -40,7 +40,23 @@ pub fn resume(names: &[String]) -> anyhow::Result<u8> {
             }
             anyhow::bail!("sandbox {name} is not running, so it is not paused (`warden start {name}` starts it)");
         }
-        lifecycle::resume(&sb, BY).map_err(|e| worded(name, e))?;
+        lifecycle::resume(&sb, BY).map_err(|e| match e {
+            // A share the restore of a VM paused to disk refused: named
+            // by its code and its bind's option and flag, as a start's
+            // refusal of the same bind is.
+            LifecycleError::Client(ClientError::Rejected {
+                message,
+                reason: Some(refusal),
+                ..
+            }) => {
+                let stored =
+                    warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED))
+                        .ok();
+                let at = super::refused_at(&refusal, stored.as_ref(), &sb);
+                anyhow::anyhow!("sandbox {name}: refused ({}{at}): {message}", refusal.code)
+            }
+            e => worded(name, e),
+        })?;
         println!("{name}");
     }
     Ok(0)
