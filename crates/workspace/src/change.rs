@@ -268,6 +268,15 @@ pub fn printable(text: &str) -> String {
     escape(text, false)
 }
 
+/// A patch's lines as they are shown, one by one: broken at `\n` alone,
+/// so a carriage return at a line's end stays in the line and
+/// [`printable`] shows it (`\x0d`). (`str::lines` would drop it: a file
+/// rewritten from `hello\n` to `hello\r\n` would show `-hello` and
+/// `+hello`, a change that reads as none.)
+pub fn patch_lines(patch: &str) -> impl Iterator<Item = &str> {
+    patch.split_terminator('\n')
+}
+
 /// A name the sandbox chose (a host it asks for, a program it runs, a
 /// request's path) as [`printable`] shows it, and further: a tab is escaped
 /// too, and `\` is written `\\`, so a name cannot spell an escape it does

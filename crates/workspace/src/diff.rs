@@ -276,6 +276,9 @@ fn finish(
         if let Some(f) = crate::credentials::flag(c, open).map_err(read_err(&p))? {
             c.flags.push(f);
         }
+        if let Some(f) = crate::hidden::flag(c, open).map_err(read_err(&p))? {
+            c.flags.push(f);
+        }
         if c.digest.is_empty() {
             c.digest = crate::review::digest(upper, c).map_err(read_err(&p))?;
         }

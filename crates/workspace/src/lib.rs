@@ -28,6 +28,7 @@ pub mod exposure;
 pub mod flags;
 pub mod fsutil;
 mod git;
+mod hidden;
 mod hostexec;
 mod ignored;
 mod judge;
@@ -50,7 +51,7 @@ pub use anchor::{
     refused_at_start, WorkspaceId, WorkspaceRefused, WORKSPACE_LINK, WORKSPACE_MOVED,
 };
 pub use change::{
-    is_format, printable, printable_name, printable_path, Cut, COARSE_NOTE, NOT_SHOWN,
+    is_format, patch_lines, printable, printable_name, printable_path, Cut, COARSE_NOTE, NOT_SHOWN,
 };
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};

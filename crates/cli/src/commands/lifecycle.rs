@@ -550,13 +550,18 @@ pub fn ps(name: &str, json: bool) -> anyhow::Result<u8> {
         return Ok(0);
     }
     println!("{:>7} {:>9} {:>5}  COMMAND", "PID", "HOST PID", "EXEC");
+    // One process, one line: the command is the sandbox's to set (its
+    // argv), so it is escaped, its runs of blanks counted and it is cut
+    // to the line's room, never wrapping into a row that names a host PID
+    // of its choosing.
+    let room = super::rows::room_after(7 + 1 + 9 + 1 + 5 + 2);
     for p in procs {
         println!(
             "{:>7} {:>9} {:>5}  {}",
             p.pid,
             p.host_pid,
             p.exec.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
-            warden_workspace::printable(&p.command)
+            super::rows::cut(&super::rows::one_line(&p.command), room)
         );
     }
     Ok(0)
@@ -579,10 +584,7 @@ pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
                 println!("{line}");
             }
         } else {
-            println!(
-                "{}",
-                warden_workspace::printable(&super::audit::describe(e))
-            );
+            println!("{}", super::rows::one_line(&super::audit::describe(e)));
         }
     };
     // Subscribe first, so that nothing falls between the log and the feed.

@@ -10,6 +10,7 @@ pub mod manual;
 pub mod profile;
 pub mod remote;
 pub mod resolution;
+pub mod rows;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;

@@ -371,7 +371,7 @@ pub fn logs(host: &str, name: &str, follow: bool, json: bool) -> anyhow::Result<
             escaped()
         } else {
             match serde_json::from_value::<warden_audit::Event>(v.clone()) {
-                Ok(e) => super::sandboxes::printable(&super::audit::describe(&e)),
+                Ok(e) => super::rows::one_line(&super::audit::describe(&e)),
                 Err(_) => escaped(),
             }
         };
@@ -526,7 +526,7 @@ fn print_content(content: &serde_json::Value) {
                 say(&format!("({})", warden_workspace::COARSE_NOTE));
             }
             match content["patch"].as_str() {
-                Some(patch) => patch.lines().for_each(say),
+                Some(patch) => warden_workspace::patch_lines(patch).for_each(say),
                 None => say(&format!(
                     "+{} -{} lines",
                     content["added"].as_u64().unwrap_or(0),

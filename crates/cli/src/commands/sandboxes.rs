@@ -377,7 +377,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
                 if *coarse {
                     writeln!(out, "{}", paint("33", &format!("  ({COARSE_NOTE})")))?;
                 }
-                for line in p.lines() {
+                for line in warden_workspace::patch_lines(p) {
                     let line = &printable(line);
                     let styled = if line.starts_with("+++") || line.starts_with("---") {
                         paint("1", line)
@@ -651,7 +651,7 @@ fn show(sb: &Sandbox, c: &warden_workspace::Change) {
             if coarse {
                 eprintln!("  ({COARSE_NOTE})");
             }
-            for line in p.lines() {
+            for line in warden_workspace::patch_lines(&p) {
                 eprintln!("{}", printable(line));
             }
         }

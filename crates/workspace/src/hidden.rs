@@ -1,0 +1,130 @@
+//! The `hidden-text` flag: a change whose name holds characters drawn as
+//! nothing or not as themselves (controls, bidi overrides and isolates,
+//! zero-width characters: [`crate::change::is_format`]), or whose content
+//! added bidi controls. Every door shows such characters escaped; the
+//! flag says why the escapes are there, and makes a commit of the file
+//! ask first. A bidi control in source code makes a line read as other
+//! logic than it runs ("Trojan Source", CVE-2021-42574): `if access !=
+//! "user\u{202e} \u{2066}// admin only\u{2069} \u{2066}"` reads as a
+//! comparison with `"user"` followed by a comment.
+
+use crate::change::{is_format, Change, ChangeKind, Entry, EntryKind, Flag};
+use crate::credentials::{Side, SCAN_LIMIT};
+use std::io::{self, Read};
+use std::path::Path;
+
+/// The flag's rule.
+pub(crate) const RULE: &str = "hidden-text";
+
+/// The `hidden-text` flag of change `c`, if its name (or the name it was
+/// renamed from) holds a control or format character, or its content
+/// holds more bidi controls than the real workspace's file did. `open`
+/// opens a file of either tree beneath it, as `crate::credentials::flag`
+/// takes it; each file is read no further than the size the diff
+/// recorded, and no further than [`SCAN_LIMIT`].
+pub(crate) fn flag<R: Read>(
+    c: &Change,
+    open: impl Fn(Side, &Path) -> io::Result<R>,
+) -> io::Result<Option<Flag>> {
+    if c.paths().any(odd_name) {
+        return Ok(Some(Flag {
+            rule: RULE,
+            reason: "its name holds a control, bidi or invisible character (shown escaped): it can read as another name".to_string(),
+            findings: Vec::new(),
+        }));
+    }
+    let file = |e: &Option<Entry>| {
+        e.as_ref()
+            .filter(|e| e.kind == EntryKind::File)
+            .map(|e| e.size)
+    };
+    let Some(new_size) = file(&c.new) else {
+        return Ok(None);
+    };
+    if matches!(c.kind, ChangeKind::Renamed | ChangeKind::Mode) {
+        return Ok(None);
+    }
+    let new = bidi_controls(open(Side::Layer, &c.path)?.take(new_size.min(SCAN_LIMIT)))?;
+    if new == 0 {
+        return Ok(None);
+    }
+    let old = match file(&c.old) {
+        Some(old_size) => {
+            let old_path = c.from.as_deref().unwrap_or(&c.path);
+            bidi_controls(open(Side::Real, old_path)?.take(old_size.min(SCAN_LIMIT)))?
+        }
+        None => 0,
+    };
+    if new <= old {
+        return Ok(None);
+    }
+    Ok(Some(Flag {
+        rule: RULE,
+        reason: format!(
+            "bidi controls were added ({new} in all, shown escaped): a line can read as other logic than it runs (Trojan Source, CVE-2021-42574)"
+        ),
+        findings: Vec::new(),
+    }))
+}
+
+fn odd_name(path: &Path) -> bool {
+    path.to_string_lossy()
+        .chars()
+        .any(|c| c.is_control() || is_format(c))
+}
+
+/// How many bidi controls (U+061C, U+200E, U+200F, U+202A-U+202E,
+/// U+2066-U+2069) a file's UTF-8 holds, read in pieces (a character
+/// split between two reads is counted).
+fn bidi_controls(mut f: impl Read) -> io::Result<usize> {
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut p2, mut p1) = (0u8, 0u8);
+    let mut n = 0;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            return Ok(n);
+        }
+        for &b in &buf[..got] {
+            let hit = matches!(
+                (p2, p1, b),
+                (0xe2, 0x80, 0x8e | 0x8f | 0xaa..=0xae)
+                    | (0xe2, 0x81, 0xa6..=0xa9)
+                    | (_, 0xd8, 0x9c)
+            );
+            n += usize::from(hit);
+            (p2, p1) = (p1, b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bidi_controls_are_counted_across_reads_and_other_text_is_not() {
+        struct Bytewise<'a>(&'a [u8]);
+        impl Read for Bytewise<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let Some((first, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                buf[0] = *first;
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        let text = "if a != \"user\u{202e} \u{2066}# admin\u{2069} \u{2066}\": \u{200f}\u{61c}";
+        assert_eq!(bidi_controls(text.as_bytes()).unwrap(), 6);
+        assert_eq!(bidi_controls(Bytewise(text.as_bytes())).unwrap(), 6);
+        assert_eq!(
+            bidi_controls("plain → “quoted” ‘text’ … ‰".as_bytes()).unwrap(),
+            0
+        );
+        assert!(odd_name(Path::new("notes\u{202e}txt.sh")));
+        assert!(odd_name(Path::new("new\nadded")));
+        assert!(odd_name(Path::new("zero\u{200b}width")));
+        assert!(!odd_name(Path::new("src/main.rs")));
+    }
+}
