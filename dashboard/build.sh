@@ -15,6 +15,17 @@ check=0
 if [ "${1:-}" = "--check" ]; then
     check=1
 fi
+# Every text a view puts on the page or into a dialog goes through
+# src/dom.js (`h`, `setText`, `lines`, `ask`, `toast`), which shows the
+# sandbox's invisible characters escaped (bidi overrides, newlines,
+# escape sequences): a view that sets text or opens a dialog itself
+# could show a file name or a diff line raw, so the build refuses it.
+raw='\.(textContent|innerText|outerText|nodeValue)[[:space:]]*=[^=]|innerHTML|outerHTML|insertAdjacent(HTML|Text)|createTextNode|document\.write|(^|[^.[:alnum:]_])(confirm|alert)[[:space:]]*\(|window\.(confirm|alert|prompt)'
+if found="$(grep -nE "$raw" src/*.js | grep -v '^src/dom\.js:')"; then
+    echo "text put on the page or into a dialog outside src/dom.js (use h, setText, lines or ask there):" >&2
+    echo "$found" >&2
+    exit 1
+fi
 npm ci --no-audit --no-fund --loglevel=error >/dev/null
 dest="$out"
 if [ "$check" = 1 ]; then

@@ -7,7 +7,7 @@
 
 import './style.css';
 import { api, csrf, setCsrf, whenLoggedOut } from './api.js';
-import { h, toast } from './dom.js';
+import { h, setText, toast } from './dom.js';
 import { sandboxesPage } from './sandboxes.js';
 import { sandboxPage } from './sandbox.js';
 import { snapshotsPage } from './snapshots.js';
@@ -69,7 +69,7 @@ function loginPage(message) {
       input.value = '';
       enter(r);
     } catch (err) {
-      error.textContent = err.message;
+      setText(error, err.message);
       input.focus();
     }
   }

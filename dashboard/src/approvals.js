@@ -3,7 +3,7 @@
 // them with the rule each would make.
 
 import { api, enc } from './api.js';
-import { h, clock, shownName, toast } from './dom.js';
+import { h, clock, lines, setText, shownName, toast } from './dom.js';
 import { entryFor, fieldTable, liveRow, profileLines } from './rules.js';
 
 let timer = null;
@@ -96,7 +96,7 @@ function draw() {
   const root = document.getElementById('prompts');
   const badge = document.getElementById('approval-count');
   badge.hidden = pending.length === 0;
-  badge.textContent = String(pending.length);
+  setText(badge, String(pending.length));
   // Keep the prompts already shown (and the focus in them).
   const ids = new Set(pending.map((q) => q.id));
   for (const el of [...root.children]) if (!ids.has(el.dataset.id)) el.remove();
@@ -110,7 +110,7 @@ export function approvalsPage(root) {
   // The allowlist's profile lines are worded from the daemon's table.
   let row = null;
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => isProgram(q) ? h('div', { class: 'card question' }, h('p', {}, `${q.sandbox} may run `, h('code', {}, name(q))), q.note ? h('p', { class: 'muted' }, q.note) : null) : h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, shownName(q.request)), ` to ${what(q)}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${what(q)}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, shownName(entryFor(q.name, q.port)))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => isProgram(q) ? h('div', { class: 'card question' }, h('p', {}, `${q.sandbox} may run `, h('code', {}, name(q))), q.note ? h('p', { class: 'muted' }, q.note) : null) : h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, shownName(q.request)), ` to ${what(q)}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${what(q)}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, lines(profileLines(row, shownName(entryFor(q.name, q.port))))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();

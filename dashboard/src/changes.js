@@ -5,7 +5,7 @@
 // sandbox's, whose changes are not final).
 
 import { api, enc } from './api.js';
-import { h, toast } from './dom.js';
+import { ask, h, newline, setText, shownName, toast } from './dom.js';
 
 const KINDS = {
   added: 'added',
@@ -16,10 +16,16 @@ const KINDS = {
   renamed: 'renamed',
 };
 
+// The patch line by line, each shown escaped (`h`): a line's bidi
+// overrides and isolates cannot make it read as other logic, and a
+// carriage return before its end is shown (`\x0d`), never drawn as
+// nothing. Only `\n` breaks a line, as the daemon's diff breaks them.
 function diffLines(patch) {
-  return h('pre', { class: 'diff' }, patch.split('\n').map((line) => {
+  const all = patch.split('\n');
+  if (all.length > 1 && all[all.length - 1] === '') all.pop();
+  return h('pre', { class: 'diff' }, all.map((line) => {
     const tone = line.startsWith('+++') || line.startsWith('---') ? 'file' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
-    return h('span', { class: tone }, `${line}\n`);
+    return h('span', { class: tone }, line, newline());
   }));
 }
 
@@ -34,7 +40,7 @@ export function changesView(root, id) {
 
   async function commit(c) {
     const flagged = c.flags.length > 0;
-    if (flagged && !confirm(`${c.path} is flagged:\n${c.flags.map((f) => `${f.rule}: ${f.reason}`).join('\n')}\n\nCommit it anyway?`)) return;
+    if (flagged && !ask`${c.path} is flagged:\n${c.flags.map((f) => `${f.rule}: ${f.reason}`)}\n\nCommit it anyway?`) return;
     try {
       const r = await api('POST', `/v1/sandboxes/${enc(id)}/commit`, { paths: [c.path], accept_flagged: flagged });
       toast(`Committed ${r.applied.join(', ') || 'nothing'}`);
@@ -45,7 +51,7 @@ export function changesView(root, id) {
   }
 
   async function discard(c) {
-    if (!confirm(`Throw away the sandbox's change to ${c.path}? The real workspace's version shows through again.`)) return;
+    if (!ask`Throw away the sandbox's change to ${c.path}? The real workspace's version shows through again.`) return;
     try {
       const r = await api('POST', `/v1/sandboxes/${enc(id)}/discard`, { paths: [c.path] });
       toast(`Discarded ${r.discarded.join(', ') || 'nothing'}`);
@@ -63,12 +69,12 @@ export function changesView(root, id) {
       : '';
     return h('article', { class: `card change${c.flags.length ? ' flagged' : ''}`, dataset: { path: c.path } },
       h('header', { class: 'row' },
-        h('h3', {}, h('code', {}, c.path)),
+        h('h3', {}, h('code', {}, shownName(c.path))),
         h('span', { class: `tag ${c.kind === 'deleted' ? 'deny' : 'info'}` }, KINDS[c.kind] || c.kind),
-        c.from ? h('span', { class: 'muted' }, `from ${c.from}`) : null,
+        c.from ? h('span', { class: 'muted' }, `from ${shownName(c.from)}`) : null,
         h('span', { class: 'muted' }, size),
-        h('button', { type: 'button', class: 'commit', onclick: () => commit(c), 'aria-label': `Commit ${c.path}` }, 'Commit this file'),
-        h('button', { type: 'button', class: 'danger discard', onclick: () => discard(c), 'aria-label': `Discard ${c.path}` }, 'Discard')),
+        h('button', { type: 'button', class: 'commit', onclick: () => commit(c), 'aria-label': `Commit ${shownName(c.path)}` }, 'Commit this file'),
+        h('button', { type: 'button', class: 'danger discard', onclick: () => discard(c), 'aria-label': `Discard ${shownName(c.path)}` }, 'Discard')),
       c.flags.length
         ? h('ul', { class: 'flags' }, c.flags.map((f) => h('li', {}, h('strong', {}, f.rule), ': ', f.reason)))
         : null,
@@ -76,16 +82,16 @@ export function changesView(root, id) {
   }
 
   async function load() {
-    note.textContent = 'loading…';
+    setText(note, 'loading…');
     try {
       const r = await api('GET', `/v1/sandboxes/${enc(id)}/changes?content=true`);
-      lost.textContent = r.lost ? `Changes lost: ${r.lost}` : '';
+      setText(lost, r.lost ? `Changes lost: ${r.lost}` : '');
       lost.hidden = !r.lost;
       list.replaceChildren(...r.changes.map(card));
-      note.textContent = `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit and discard need the sandbox stopped.`;
+      setText(note, `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit and discard need the sandbox stopped.`);
       if (!r.changes.length) list.replaceChildren(h('p', { class: 'muted' }, 'No changes.'));
     } catch (err) {
-      note.textContent = err.message;
+      setText(note, err.message);
       list.replaceChildren();
     }
   }

@@ -7,7 +7,7 @@
 // (`memory`, `memory_why`), never guessed here.
 
 import { api, enc } from './api.js';
-import { h, bytes } from './dom.js';
+import { h, bytes, setText } from './dom.js';
 
 // The names the daemon's store takes, for a snapshot and a sandbox alike
 // (`[a-z0-9][a-z0-9_.-]{0,62}`; it refuses any other, saying why). A
@@ -40,7 +40,7 @@ export function refusal(err, outcome) {
 
 // Show a refusal under a form, on the input the problem names.
 export function showRefusal(error, err, outcome, inputs) {
-  error.textContent = refusal(err, outcome);
+  setText(error, refusal(err, outcome));
   for (const [pointer, input] of Object.entries(inputs)) {
     const at = err.field === pointer || (pointer === '/name' && err.code === 'conflict');
     input.toggleAttribute('aria-invalid', at);
@@ -49,7 +49,7 @@ export function showRefusal(error, err, outcome, inputs) {
 }
 
 function clearRefusal(error, inputs) {
-  error.textContent = '';
+  setText(error, '');
   for (const input of Object.values(inputs)) input.removeAttribute('aria-invalid');
 }
 

@@ -6,7 +6,7 @@
 
 import RFB from '@novnc/novnc';
 import { api, enc, withCsrf } from './api.js';
-import { h } from './dom.js';
+import { h, setText } from './dom.js';
 
 export function desktopView(root, id) {
   const status = h('p', { class: 'muted', role: 'status', id: 'desktop-status' }, 'connecting…');
@@ -27,17 +27,17 @@ export function desktopView(root, id) {
     } catch (err) {
       if (!alive) return;
       screen.hidden = true;
-      status.textContent = err.code === 'not_a_desktop'
+      setText(status, err.code === 'not_a_desktop'
         ? 'This sandbox is not a desktop: nothing serves a screen inside it. A sandbox made with the desktop profile has one.'
-        : err.message;
+        : err.message);
       status.classList.add('error');
       return;
     }
     if (!alive) return;
     if (!s.screen) {
-      status.textContent = s.running
+      setText(status, s.running
         ? 'The desktop is starting…'
-        : 'The sandbox is stopped: start it to see its desktop.';
+        : 'The sandbox is stopped: start it to see its desktop.');
       setTimeout(() => alive && start(), s.running ? 1000 : 3000);
       return;
     }
@@ -59,18 +59,18 @@ export function desktopView(root, id) {
     r.background = '#111418';
     r.addEventListener('connect', () => {
       screen.dataset.connected = 'true';
-      status.textContent = control ? 'Connected: you control this desktop.' : 'Connected: view only.';
+      setText(status, control ? 'Connected: you control this desktop.' : 'Connected: view only.');
     });
     r.addEventListener('disconnect', (e) => {
       if (rfb !== r) return;
       screen.removeAttribute('data-connected');
-      status.textContent = e.detail.clean ? 'Disconnected.' : 'The connection to the desktop ended.';
+      setText(status, e.detail.clean ? 'Disconnected.' : 'The connection to the desktop ended.');
     });
   }
 
   function toggle() {
     control = !control;
-    takeOver.textContent = control ? 'Give back control' : 'Take control';
+    setText(takeOver, control ? 'Give back control' : 'Take control');
     connect();
   }
 

@@ -1,5 +1,11 @@
 // A few helpers to build the page without innerHTML: text from the
-// sandbox is always set as text, never parsed as markup.
+// sandbox is always set as text, never parsed as markup, and every text
+// reaches the page or a dialog through this file alone, shown as every
+// door shows it (`shownLine`): a child string of `h`, `setText`, `lines`,
+// `ask` and `toast` have their invisible characters escaped, so no view
+// can put a right-to-left override, a newline or an escape sequence of
+// the sandbox's on screen raw. `build.sh --check` refuses a view that
+// sets text or opens a dialog any other way.
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -18,8 +24,40 @@ function add(el, children) {
   for (const c of children) {
     if (c === null || c === undefined || c === false) continue;
     if (Array.isArray(c)) add(el, c);
-    else el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    else el.append(c instanceof Node ? c : document.createTextNode(shownLine(c)));
   }
+}
+
+// An element's whole text, as a child string of `h` is shown.
+export function setText(el, text) {
+  el.textContent = shownLine(text);
+}
+
+// A text of several lines (a file's, a profile's): each line shown as
+// `shownLine` shows it, the line breaks kept (a carriage return before
+// one is shown, `\x0d`: `hello` and `hello\r` never read the same).
+export function lines(text) {
+  const out = document.createDocumentFragment();
+  String(text ?? '').split('\n').forEach((line, i) => {
+    if (i) out.append(newline());
+    out.append(shownLine(line));
+  });
+  return out;
+}
+
+// A line break of the page's own (between the lines of a diff).
+export function newline() {
+  return document.createTextNode('\n');
+}
+
+// `confirm()` with a question of the page's own, every value put into it
+// shown as a name (`shownName`): a path holding newlines cannot write
+// lines of its own into the dialog (`notes.txt is not flagged.\n\nCommit
+// it anyway?`), nor an override reorder it. Used as a tag:
+// ask`Delete ${name}?`. A list of values is shown one to a line.
+export function ask(parts, ...values) {
+  const shown = (v) => (Array.isArray(v) ? v.map(shownName).join('\n') : shownName(v));
+  return window.confirm(parts.reduce((out, part, i) => out + shown(values[i - 1]) + part));
 }
 
 export function svg(tag, attrs) {
@@ -53,7 +91,7 @@ export function clock(ms) {
 let toastTimer = null;
 export function toast(text, bad) {
   const t = document.getElementById('toast');
-  t.textContent = text;
+  setText(t, text);
   t.className = bad ? 'show bad' : 'show';
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => (t.className = ''), bad ? 8000 : 3000);

@@ -3,7 +3,7 @@
 // colour (a denial with what would have allowed it), and a filter.
 
 import { withCsrf } from './api.js';
-import { h, bytes, clock, shownLine, shownName } from './dom.js';
+import { h, bytes, clock, setText, shownLine, shownName } from './dom.js';
 import { fieldTable, proposeRule, proposalFor } from './rules.js';
 
 // A long command line, cut (the whole one is in the log).
@@ -152,10 +152,10 @@ export function eventsView(root, id) {
     });
   function open() {
     source = new EventSource(withCsrf(`/v1/sandboxes/${encodeURIComponent(id)}/events`));
-    source.onopen = () => (status.textContent = 'live');
+    source.onopen = () => setText(status, 'live');
     // The stream ends when the sandbox stops; the browser then asks again
     // from the last event it has (Last-Event-ID), so nothing is shown twice.
-    source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
+    source.onerror = () => setText(status, source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
     source.onmessage = (m) => {
       try {
         add(JSON.parse(m.data));

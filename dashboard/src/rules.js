@@ -10,7 +10,7 @@
 // profile.
 
 import { api, enc } from './api.js';
-import { h, toast } from './dom.js';
+import { h, lines as textLines, toast } from './dom.js';
 
 export function entryFor(name, port) {
   return !port || port === 443 || port === 80 ? name : `${name}:${port}`;
@@ -93,7 +93,7 @@ export function proposeRule(root, id, { row, value, name }) {
   const live = row.live;
   const input = h('input', { id: 'rule-entry', value, 'aria-label': 'Entry', size: 40, dataset: { field: row.key } });
   const lines = h('pre', {});
-  const show = () => (lines.textContent = profileLines(row, input.value.trim()));
+  const show = () => lines.replaceChildren(textLines(profileLines(row, input.value.trim())));
   input.addEventListener('input', show);
   show();
   const apply = live

@@ -4,7 +4,7 @@
 // desktop's screen.
 
 import { api, enc } from './api.js';
-import { h, bytes, age, toast } from './dom.js';
+import { h, age, ask, bytes, setText, toast } from './dom.js';
 import { eventsView } from './events.js';
 import { resourcesView } from './resources.js';
 import { terminalView } from './terminal.js';
@@ -93,8 +93,8 @@ export function sandboxPage(root, id, tab) {
       if (!alive) return;
       // The daemon's counts, from the sandbox's whole audit log.
       // Denied names and refused programs alike (the API counts each).
-      denied.textContent = s.denied_connections + (s.refused_execs ?? 0);
-      violations.textContent = s.violations;
+      setText(denied, s.denied_connections + (s.refused_execs ?? 0));
+      setText(violations, s.violations);
       samples.push({ t: Date.now(), memory: s.memory_bytes, egress: s.egress_bytes, processes: s.processes, cpu: s.cpu_usec });
       if (samples.length > 300) samples.shift();
       facts.replaceChildren(
@@ -138,7 +138,7 @@ export function sandboxPage(root, id, tab) {
   async function act(what) {
     try {
       if (what === 'delete') {
-        if (!confirm(`Delete sandbox ${id} and its changes?`)) return;
+        if (!ask`Delete sandbox ${id} and its changes?`) return;
         await api('DELETE', `/v1/sandboxes/${enc(id)}`);
         location.hash = '#/';
         return;

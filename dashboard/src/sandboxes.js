@@ -2,7 +2,7 @@
 // profile picked from the daemon's list, stopping and deleting.
 
 import { api, enc } from './api.js';
-import { h, bytes, age, toast } from './dom.js';
+import { h, age, ask, bytes, toast } from './dom.js';
 
 const COLUMNS = ['Name', 'Profile', 'Backend', 'State', 'Age', 'CPU', 'Memory', 'Egress', 'Denied', 'Violations', ''];
 
@@ -66,7 +66,7 @@ export function sandboxesPage(root) {
     try {
       if (what === 'stop') await api('POST', `/v1/sandboxes/${enc(id)}/stop`, {});
       if (what === 'delete') {
-        if (!confirm(`Delete sandbox ${id} and its changes?`)) return;
+        if (!ask`Delete sandbox ${id} and its changes?`) return;
         await api('DELETE', `/v1/sandboxes/${enc(id)}`);
       }
       if (what === 'start') await api('POST', `/v1/sandboxes/${enc(id)}/start`, {});

@@ -5,7 +5,7 @@
 // /v1/snapshots/{name}/sandboxes), and a delete once confirmed.
 
 import { api, enc } from './api.js';
-import { h, bytes, toast } from './dom.js';
+import { h, ask, bytes, setText, toast } from './dom.js';
 import { NAME_PATTERN, showRefusal } from './copies.js';
 
 const COLUMNS = ['Name', 'Source', 'Size', 'Created', 'Memory', ''];
@@ -50,8 +50,8 @@ export function snapshotsPage(root) {
   let picked = null;
   async function pick(s) {
     picked = s.name;
-    heading.textContent = `A new sandbox from ${s.name}`;
-    error.textContent = '';
+    setText(heading, `A new sandbox from ${s.name}`);
+    setText(error, '');
     name.removeAttribute('aria-invalid');
     made.replaceChildren();
     form.hidden = false;
@@ -62,7 +62,7 @@ export function snapshotsPage(root) {
 
   async function create(e) {
     e.preventDefault();
-    error.textContent = '';
+    setText(error, '');
     name.removeAttribute('aria-invalid');
     submit.disabled = true;
     try {
@@ -77,7 +77,7 @@ export function snapshotsPage(root) {
   }
 
   async function remove(s) {
-    if (!confirm(`Delete snapshot ${s.name}? Sandboxes made from it keep their files; no new one can be made from it.`)) return;
+    if (!ask`Delete snapshot ${s.name}? Sandboxes made from it keep their files; no new one can be made from it.`) return;
     try {
       await api('DELETE', `/v1/snapshots/${enc(s.name)}`);
       toast(`Deleted snapshot ${s.name}`);

