@@ -13,6 +13,7 @@
 
 mod body;
 mod forms;
+mod nested;
 
 pub(super) use body::RewriteBody;
 pub(super) use forms::{outgoing, scrub_patterns};
@@ -215,6 +216,17 @@ impl Patterns {
         }
     }
 
+    /// The placeholder a value of `secret` is scrubbed to, where these
+    /// patterns scrub it.
+    fn placeholder(&self, secret: usize) -> Option<&[u8]> {
+        self.list.iter().find_map(|p| match (&p.kind, &p.action) {
+            (Kind::Exact | Kind::Spelled, Action::Replace(to)) if p.secret == secret => {
+                Some(&to[..])
+            }
+            _ => None,
+        })
+    }
+
     /// Every pattern, in priority order.
     pub(super) fn iter(&self) -> std::slice::Iter<'_, Pattern> {
         self.list.iter()
@@ -269,10 +281,22 @@ pub(super) struct Rewriter {
     hot: VecDeque<Range<usize>>,
     /// Secrets whose pattern was replaced at least once.
     replaced: Vec<usize>,
+    /// For a scrub, the runs of base64 and hexadecimal in what the
+    /// patterns let through, decoded and read again (see [`nested`]).
+    nested: Option<nested::Runs>,
 }
 
 impl Rewriter {
     pub(super) fn new(patterns: Arc<Patterns>) -> Rewriter {
+        let mut r = Rewriter::flat_stream(patterns);
+        if r.patterns.withhold_deep {
+            r.nested = Some(nested::Runs::new());
+        }
+        r
+    }
+
+    /// A rewriter by the patterns alone, without reading inside runs.
+    fn flat_stream(patterns: Arc<Patterns>) -> Rewriter {
         Rewriter {
             scan: patterns.cores.as_ref().map(Scan::new),
             patterns,
@@ -280,7 +304,18 @@ impl Rewriter {
             base: 0,
             hot: VecDeque::new(),
             replaced: Vec::new(),
+            nested: None,
         }
+    }
+
+    /// The first secret whose value `data` holds as the patterns alone
+    /// read it (a decoded run's bytes), if any.
+    fn flat(patterns: &Arc<Patterns>, data: &[u8]) -> Result<Option<usize>, Blocked> {
+        // (What it writes out holds no value: each is replaced.)
+        let mut r = Rewriter::flat_stream(patterns.clone());
+        r.push(data)?;
+        r.finish()?;
+        Ok(r.replaced.first().copied())
     }
 
     /// Whole input at once.
@@ -298,12 +333,23 @@ impl Rewriter {
     /// (a possible occurrence's start is kept until it is decided).
     pub(super) fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Blocked> {
         self.pending.extend_from_slice(data);
-        self.run(false)
+        let out = self.run(false)?;
+        self.nest(out, false)
     }
 
     /// The stream's end: the rest written out.
     pub(super) fn finish(&mut self) -> Result<Vec<u8>, Blocked> {
-        self.run(true)
+        let out = self.run(true)?;
+        self.nest(out, true)
+    }
+
+    /// `out`, what the patterns let through, with the runs that hold a
+    /// value inside their decodings replaced.
+    fn nest(&mut self, out: Vec<u8>, last: bool) -> Result<Vec<u8>, Blocked> {
+        match &mut self.nested {
+            Some(runs) => runs.push(&self.patterns, &out, last, &mut self.replaced),
+            None => Ok(out),
+        }
     }
 
     /// The secrets replaced so far.
