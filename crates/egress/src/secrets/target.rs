@@ -25,6 +25,13 @@ pub(crate) enum TargetError {
         name: String,
         port: u16,
     },
+    #[error("the {header} header names {asked} on the connection to {name}:{port}: a server or a proxy in front of it may route the request there, and secrets go only where the connection goes")]
+    RoutingHeader {
+        header: String,
+        asked: String,
+        name: String,
+        port: u16,
+    },
     #[error("the TLS server name {sni} is not the connection's host {name}")]
     OtherServerName { sni: String, name: String },
     #[error("the path {0:?} holds an encoded slash, a backslash, a control character or a bad escape, which servers read differently")]
@@ -66,27 +73,150 @@ pub(super) fn check_authority(
         named.push(String::from_utf8_lossy(h.as_bytes()).into_owned());
     }
     for text in named {
-        if text.contains('@') {
-            return Err(TargetError::Userinfo(text));
-        }
-        let a = http::uri::Authority::from_str(&text)
-            .map_err(|_| TargetError::BadAuthority(text.clone()))?;
-        let host = a.host();
-        let plain = host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-        if host.is_empty() || !plain {
-            return Err(TargetError::BadAuthority(text));
-        }
-        // Without a port an https authority means 443.
-        let asked_port = a.port_u16().unwrap_or(443);
-        if !same_host(host, name) || asked_port != port {
-            return Err(TargetError::OtherHost {
-                asked: text,
+        own_authority(&text, name, port).map_err(|e| match e {
+            OwnAuthority::Userinfo => TargetError::Userinfo(text.clone()),
+            OwnAuthority::Bad => TargetError::BadAuthority(text.clone()),
+            OwnAuthority::Other => TargetError::OtherHost {
+                asked: text.clone(),
                 name: name.to_string(),
                 port,
+            },
+        })?;
+    }
+    check_routing_headers(parts, name, port)
+}
+
+/// Headers by which a server, or a proxy or framework in front of it,
+/// may take a request as one for another host than its `Host`: the
+/// virtual host it is routed to, or the host an application builds its
+/// links and redirects from (Express's, Django's, Rails', Symfony's and
+/// Laravel's trusted-proxy settings read `X-Forwarded-Host`; nginx, IIS's
+/// ARR and Azure's gateways `X-Original-Host`; RFC 7239's `Forwarded`
+/// its `host=`). Each may name the connection's own host only. Read as a
+/// CGI server names them (any case, `_` for `-`: `X_FORWARDED_HOST`), on
+/// HTTP/1.1 and HTTP/2 alike.
+const HOST_ROUTING: &[(&str, &str)] = &[
+    (
+        "x-forwarded-host",
+        "the host a proxy in front was asked for",
+    ),
+    (
+        "x-forwarded-server",
+        "the server a proxy in front forwarded to",
+    ),
+    ("x-host", "a host override some gateways route by"),
+    (
+        "x-http-host-override",
+        "a host override some frameworks read",
+    ),
+    (
+        "x-original-host",
+        "the host before a rewrite (IIS ARR, Azure)",
+    ),
+    ("forwarded", "RFC 7239: its host= parameter"),
+];
+
+/// Whether a header named `name` is `header` as a CGI server reads its
+/// name (upper-cased, `-` made `_`).
+fn is_header(name: &str, header: &str) -> bool {
+    name.len() == header.len()
+        && name
+            .bytes()
+            .zip(header.bytes())
+            .all(|(n, h)| n.eq_ignore_ascii_case(&h) || (n == b'_' && h == b'-'))
+}
+
+/// Refuse a request carrying a host-routing header ([`HOST_ROUTING`])
+/// that names anything but the connection's own host (and port, when it
+/// gives one); one that cannot be read is refused too.
+fn check_routing_headers(
+    parts: &http::request::Parts,
+    name: &str,
+    port: u16,
+) -> Result<(), TargetError> {
+    for (key, value) in parts.headers.iter() {
+        let Some((header, _)) = HOST_ROUTING
+            .iter()
+            .find(|(h, _)| is_header(key.as_str(), h))
+        else {
+            continue;
+        };
+        let refused = |asked: &str| TargetError::RoutingHeader {
+            header: key.as_str().to_string(),
+            asked: asked.to_string(),
+            name: name.to_string(),
+            port,
+        };
+        let Ok(text) = value.to_str() else {
+            return Err(refused(&String::from_utf8_lossy(value.as_bytes())));
+        };
+        let named: Vec<String> = if *header == "forwarded" {
+            forwarded_hosts(text)
+        } else {
+            text.split(',').map(|a| a.trim().to_string()).collect()
+        };
+        for asked in named {
+            // No port: the host alone, which the connection's is.
+            let own = own_authority(&asked, name, port).or_else(|e| match e {
+                OwnAuthority::Other
+                    if http::uri::Authority::from_str(&asked)
+                        .is_ok_and(|a| a.port().is_none() && same_host(a.host(), name)) =>
+                {
+                    Ok(())
+                }
+                e => Err(e),
             });
+            if own.is_err() {
+                return Err(refused(&asked));
+            }
         }
+    }
+    Ok(())
+}
+
+/// The `host=` values of a `Forwarded` header (RFC 7239: elements
+/// separated by `,`, pairs by `;`, a value a token or a quoted string).
+fn forwarded_hosts(text: &str) -> Vec<String> {
+    text.split(',')
+        .flat_map(|element| element.split(';'))
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            k.trim().eq_ignore_ascii_case("host").then(|| {
+                let v = v.trim();
+                v.strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v)
+                    .to_string()
+            })
+        })
+        .collect()
+}
+
+/// Why an authority is not the connection's own.
+enum OwnAuthority {
+    Userinfo,
+    Bad,
+    Other,
+}
+
+/// Whether `text` is an authority naming `name` on `port` (without a
+/// port, an https authority means 443).
+fn own_authority(text: &str, name: &str, port: u16) -> Result<(), OwnAuthority> {
+    if text.contains('@') {
+        return Err(OwnAuthority::Userinfo);
+    }
+    let a = http::uri::Authority::from_str(text).map_err(|_| OwnAuthority::Bad)?;
+    let host = a.host();
+    let plain = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if host.is_empty() || !plain {
+        return Err(OwnAuthority::Bad);
+    }
+    // Without a port an https authority means 443.
+    let asked_port = a.port_u16().unwrap_or(443);
+    if !same_host(host, name) || asked_port != port {
+        return Err(OwnAuthority::Other);
     }
     Ok(())
 }
@@ -189,6 +319,47 @@ pub(crate) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().uri("/x");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn a_host_routing_header_naming_another_host_is_refused_in_any_spelling() {
+        let check = |h: &[(&str, &str)]| check_authority(&request(h), None, "api.test", 8443);
+        for h in [
+            ("X-Forwarded-Host", "attacker.example"),
+            ("x-forwarded-host", "api.test:8443, attacker.example"),
+            ("X_FORWARDED_HOST", "attacker.example"),
+            ("X-Host", "attacker.example"),
+            ("X-Forwarded-Server", "attacker.example"),
+            ("X-HTTP-Host-Override", "attacker.example"),
+            ("X-Original-Host", "attacker.example"),
+            ("Forwarded", "for=1.2.3.4;host=attacker.example"),
+            ("Forwarded", "host=api.test:8443, host=\"attacker.example\""),
+            ("X-Forwarded-Host", "api.test:9000"),
+            ("X-Forwarded-Host", "user@api.test"),
+            ("X-Forwarded-Host", ""),
+        ] {
+            assert!(
+                matches!(check(&[h]), Err(TargetError::RoutingHeader { .. })),
+                "{h:?}"
+            );
+        }
+        for h in [
+            ("X-Forwarded-Host", "api.test"),
+            ("X-Forwarded-Host", "API.test.:8443"),
+            ("Forwarded", "for=1.2.3.4;proto=https"),
+            ("Forwarded", "host=\"api.test:8443\""),
+            ("X-Forwarded-For", "attacker.example"),
+        ] {
+            assert!(check(&[h]).is_ok(), "{h:?}");
+        }
+    }
 
     #[test]
     fn paths_are_read_as_a_server_reads_them() {

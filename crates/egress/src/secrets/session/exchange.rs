@@ -310,9 +310,9 @@ fn checked_path(s: &Session, parts: &http::request::Parts) -> Result<String, Ans
         .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
     let path = checked.map_err(|e| {
         let status = match e {
-            TargetError::OtherHost { .. } | TargetError::OtherServerName { .. } => {
-                StatusCode::MISDIRECTED_REQUEST
-            }
+            TargetError::OtherHost { .. }
+            | TargetError::OtherServerName { .. }
+            | TargetError::RoutingHeader { .. } => StatusCode::MISDIRECTED_REQUEST,
             _ => StatusCode::BAD_REQUEST,
         };
         Box::new(s.refuse(
