@@ -80,6 +80,8 @@ pub enum Problem {
     AddHostUnspecified(String),
     #[error("0 is not a port: give a number from 1 to 65535")]
     BadHostPort,
+    #[error("{0:?} names no port: give the name and the one port that may carry what is not TLS, e.g. forge.example:22")]
+    PlainPortWithoutPort(String),
     #[error("{0:?} must have the form HOSTPORT:PORT with ports from 1 to 65535, e.g. 8080:3000")]
     BadPublish(String),
     #[error("gives host port {0} twice")]
@@ -203,6 +205,7 @@ impl Problem {
             Problem::CidrCoversHost { .. } => "cidr_covers_host",
             Problem::AddHostUnspecified(_) => "add_host_unspecified",
             Problem::BadHostPort => "bad_host_port",
+            Problem::PlainPortWithoutPort(_) => "plain_port_without_port",
             Problem::BadPublish(_) => "bad_publish",
             Problem::DuplicatePublish(_) => "duplicate_publish",
             Problem::HostAliasAsDomain(_) => "host_alias_as_domain",
@@ -249,6 +252,7 @@ impl Problem {
             | Problem::BadCidr(s)
             | Problem::CidrCoversHost { cidr: s, .. }
             | Problem::AddHostUnspecified(s)
+            | Problem::PlainPortWithoutPort(s)
             | Problem::BadPublish(s)
             | Problem::HostAliasAsDomain(s)
             | Problem::DuplicateSecret(s)

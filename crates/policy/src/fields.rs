@@ -446,6 +446,15 @@ fields! {
         reach: host,
         doc: "Let the sandbox reach the services on the host's 127.0.0.1:PORT as host.warden.internal:PORT, and nothing else of the host",
     },
+    SecretPlainPort {
+        flag: "--secret-plain-port", short: -, value: "HOST:PORT",
+        key: "egress.secret_plain_ports", json: "/egress/secret_plain_ports",
+        annotation: -,
+        ty: "list of names with a port",
+        shape: list, kind: text,
+        reach: host,
+        doc: "Let a secret's host (or a name pinned to its address) carry what is not TLS naming it on this port, spliced as it is (SSH to a forge beside an HTTPS token): a value the secret's server stored may come back through it unscrubbed",
+    },
     Publish {
         flag: "--publish", short: 'p', value: "HOSTPORT:PORT",
         key: "egress.publish", json: "/egress/publish",

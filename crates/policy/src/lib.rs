@@ -346,6 +346,11 @@ pub struct EgressSpec {
     /// its own, over TLS the proxy terminates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<requests::RequestRule>,
+    /// Names with a port the owner let carry what is not TLS naming them
+    /// though they are a secret's host or pinned beside one
+    /// (`egress.secret_plain_ports`): spliced as it is, never scrubbed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_plain_ports: Vec<DomainRule>,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -515,6 +520,7 @@ mod tests {
                     )
                     .unwrap(),
                 ],
+                secret_plain_ports: vec![rule("git.example.com:22")],
             }),
             publish: vec![
                 PortMapping {

@@ -374,7 +374,7 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
     fn unknown_key_is_rejected_with_a_suggestion() {
         assert_eq!(
             err("name: x\negress:\n  domain: [a.com]\n"),
-            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_requests, deny_requests, ask_requests, allow_http, hosts, allow_cidrs, host_ports, publish, learn, ask, upstream_ca, log, idle_timeout)"
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_requests, deny_requests, ask_requests, allow_http, hosts, allow_cidrs, host_ports, secret_plain_ports, publish, learn, ask, upstream_ca, log, idle_timeout)"
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));

@@ -757,6 +757,7 @@ egress:
   hosts: { r.internal: 10.1.2.3 }
   allow_cidrs: [10.1.0.0/16]
   host_ports: [5432]
+  secret_plain_ports: ["a.example.com:22"]
   publish: ["8080:80"]
   ask: true
   learn: false

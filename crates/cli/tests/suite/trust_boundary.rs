@@ -386,6 +386,11 @@ fn a_token_holder_sets_nothing_that_reaches_the_host_however_it_spells_it() {
             r#"{"spec":{"egress":{"learn":true}}}"#.to_string(),
             "/spec/egress/learn",
         ),
+        // Lets a secret's host carry what the scrub never reads.
+        (
+            r#"{"spec":{"egress":{"secret_plain_ports":["a.test:22"]}}}"#.to_string(),
+            "/spec/egress/secret_plain_ports",
+        ),
         (
             r#"{"spec":{"egress":{"upstream_ca":["/etc/ssl/certs/x.pem"]}}}"#.to_string(),
             "/spec/egress/upstream_ca",

@@ -432,9 +432,12 @@ pub(super) fn unterminated(
     if !t.terminates(name, port) {
         return None;
     }
-    let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
-        && matches!(crate::tls::peek(buf), ClientHello::Sni(ref sni) if sni == name);
-    if tls {
+    if names_itself(buf, protocol, name) {
+        return None;
+    }
+    let ruled = t.rules_requests(name, port);
+    if !ruled && shared.plain_allowed(name, port) {
+        // The owner's opt-in: spliced as it is (see `relay::carry`).
         return None;
     }
     let how = match protocol {
@@ -442,7 +445,7 @@ pub(super) fn unterminated(
         Protocol::Connect => "a CONNECT tunnel that does not carry TLS naming it",
         _ => "a connection that is not TLS naming it (silent, or other bytes)",
     };
-    Some(if t.rules_requests(name, port) {
+    Some(if ruled {
         (
             Reason::RequestRulesNeedTls,
             format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request): refused {how}"),
@@ -450,9 +453,16 @@ pub(super) fn unterminated(
     } else {
         (
             Reason::SecretNeedsTls,
-            format!("{name} on port {port} is a secret's host, reached only over TLS the proxy terminates: refused {how}"),
+            format!("{name} on port {port} is a secret's host (or pinned to its address), reached only over TLS the proxy terminates: refused {how}; the owner may let this port carry it unscrubbed with `egress.secret_plain_ports {name}:{port}`"),
         )
     })
+}
+
+/// Whether the connection's first bytes `buf` are a TLS ClientHello
+/// naming `name` (directly or through a CONNECT's tunnel).
+pub(super) fn names_itself(buf: &[u8], protocol: Protocol, name: &str) -> bool {
+    matches!(protocol, Protocol::Tls | Protocol::Connect)
+        && matches!(crate::tls::peek(buf), ClientHello::Sni(ref sni) if sni == name)
 }
 
 /// Why an allowed connection is refused all the same, before it is

@@ -216,9 +216,19 @@ struct Shared {
     /// The spec's request rules: a name they are for is reached only
     /// through the terminator, and refused when there is none.
     request_rules: crate::requests::RequestRules,
+    /// Names with a port the owner let carry what is not TLS though the
+    /// terminator serves them as a secret's host
+    /// (`EgressSpec::secret_plain_ports`): spliced as they are.
+    secret_plain: Matcher,
 }
 
 impl Shared {
+    /// Whether the owner let `name:port`, a secret's host (or a name
+    /// pinned beside one), carry what is not TLS naming it.
+    fn plain_allowed(&self, name: &str, port: u16) -> bool {
+        self.secret_plain.allows(name, port).is_some()
+    }
+
     /// The host's resolver, made at its first use (on the proxy's runtime).
     fn resolver(&self) -> &Result<hickory_resolver::TokioResolver, String> {
         self.resolver.get_or_init(|| {
@@ -278,6 +288,32 @@ impl Shared {
             self.observer.closed(conn, d);
         }
     }
+}
+
+/// The names the owner pinned to the address of a secret's host (the
+/// same address, or both on the host's loopback, where any of its
+/// addresses reaches the same listeners): the secret's application is
+/// reached through them on every port, and they are served as its host
+/// (`Terminator::serve_beside`). A name pinned to another of the host's
+/// own addresses is not known here (they change while the proxy runs):
+/// it is refused at connect time (`relay::carry::shares_address`).
+fn pinned_beside(hosts: &[(String, IpAddr)], t: &Terminator) -> Vec<String> {
+    let secret_ips: Vec<IpAddr> = hosts
+        .iter()
+        .filter(|(name, _)| t.own_secret_host(name))
+        .map(|(_, ip)| ip.to_canonical())
+        .collect();
+    hosts
+        .iter()
+        .filter(|(name, ip)| {
+            let ip = ip.to_canonical();
+            !t.own_secret_host(name)
+                && secret_ips
+                    .iter()
+                    .any(|s| *s == ip || (s.is_loopback() && ip.is_loopback()))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// What the proxy is handed besides its policy and sockets.
@@ -358,8 +394,10 @@ impl Proxy {
             // Decoding a response's body to scrub it borrows from the
             // same half as large relay buffers.
             request_rules: crate::requests::RequestRules::new(spec.requests.clone()),
+            secret_plain: Matcher::new(spec.secret_plain_ports.clone()),
             terminator: terminator.map(|mut t| {
                 t.decode_memory = buffer_memory;
+                t.serve_beside(pinned_beside(&spec.hosts, &t));
                 Arc::new(t)
             }),
         });

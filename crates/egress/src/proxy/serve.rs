@@ -278,6 +278,7 @@ mod tests {
             upstream_ca: Vec::new(),
             learn: false,
             requests: Vec::new(),
+            secret_plain_ports: Vec::new(),
         };
         let hooks = Hooks {
             observer: Arc::new(Deaf),

@@ -237,6 +237,11 @@ pub struct Terminator {
     /// [`coding::DECODE_POOL_KIB`]): the proxy lends its large-buffer
     /// half of the sandbox's memory budget; alone, a pool of that size.
     pub(crate) decode_memory: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Names the owner pinned to the address of a secret's host (see
+    /// [`Terminator::serve_beside`]): served as that host's application
+    /// on every port (terminated, scrubbed, plain refused), substituted
+    /// towards nowhere.
+    beside: std::collections::HashSet<String>,
 }
 
 /// Which secrets cover a host, and where in a request.
@@ -306,6 +311,7 @@ impl Terminator {
             asker: None,
             granted_requests: std::sync::Mutex::new(std::collections::HashSet::new()),
             workers: std::sync::OnceLock::new(),
+            beside: std::collections::HashSet::new(),
             decode_memory: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 coding::DECODE_POOL_KIB as usize,
             )),
@@ -430,20 +436,35 @@ impl Terminator {
     /// placeholder is substituted on its own port only, but what the
     /// server was sent there may come back on any other, and is scrubbed
     /// there too (what is not TLS to such a name is refused, never
-    /// spliced).
+    /// spliced). A name pinned beside a secret's host is one of them.
     pub fn terminates(&self, name: &str, port: u16) -> bool {
         self.secret_host(name) || self.request_rules.covers(name, port)
     }
 
-    /// Whether `name:port` itself is a secret's own host or has request
-    /// rules: what another name pinned to the same address and port
-    /// would reach unterminated (see `shares_address`).
-    pub fn serves_on(&self, name: &str, port: u16) -> bool {
-        self.secrets.iter().any(|s| s.covers(name, port)) || self.request_rules.covers(name, port)
+    /// Serve each of `names` as a secret's host on every port, though no
+    /// secret is substituted towards it: the proxy's names pinned to the
+    /// address of a secret's host. The application there is the one the
+    /// secret was sent to, and what it stored may come back through any
+    /// name and port that reaches it: such a connection is terminated
+    /// and scrubbed like the secret's own (and refused when it is not TLS
+    /// naming its name), not spliced or refused outright.
+    pub(crate) fn serve_beside(&mut self, names: impl IntoIterator<Item = String>) {
+        self.beside.extend(
+            names
+                .into_iter()
+                .filter(|n| !self.secrets.iter().any(|s| s.hosts_name(n))),
+        );
     }
 
-    /// Whether `name` is a secret's host, on whatever port.
-    fn secret_host(&self, name: &str) -> bool {
+    /// Whether `name` is a secret's host, on whatever port (or a name
+    /// pinned beside one, see [`Terminator::serve_beside`]).
+    pub(crate) fn secret_host(&self, name: &str) -> bool {
+        self.secrets.iter().any(|s| s.hosts_name(name)) || self.beside.contains(name)
+    }
+
+    /// Whether `name` itself is one of a secret's hosts, not only pinned
+    /// beside one.
+    pub(crate) fn own_secret_host(&self, name: &str) -> bool {
         self.secrets.iter().any(|s| s.hosts_name(name))
     }
 

@@ -138,6 +138,7 @@ fn proxy(port: u16) -> (Proxy, u16, Arc<Heard>) {
         upstream_ca: Vec::new(),
         learn: false,
         requests: Vec::new(),
+        secret_plain_ports: Vec::new(),
     };
     let heard = Arc::new(Heard::default());
     let hooks = Hooks {

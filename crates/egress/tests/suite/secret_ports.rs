@@ -22,6 +22,10 @@ use warden_policy::DomainRule;
 /// to the substitution.
 const VALUE: &str = "sv-RealSecretValue-5f2c9e1d7a3b";
 
+/// Another name the owner pinned to the store's address, allowed on the
+/// store's other port only: no secret is for it.
+const BESIDE: &str = "other.test";
+
 /// One application on two TLS ports of 127.0.0.1 (its own authority),
 /// sharing one note: `POST /store` keeps the body, `GET /load` answers it.
 struct Store {
@@ -42,6 +46,7 @@ impl Store {
         // takes it anyway).
         let names = vec![
             "api.test".to_string(),
+            BESIDE.to_string(),
             warden_policy::HOST_ALIAS.to_string(),
         ];
         let cert = rcgen::CertificateParams::new(names)
@@ -147,9 +152,19 @@ impl Observer for Heard {
 
 /// A proxy whose secret is for `api.test` on the store's first port
 /// (substituted in bodies), `api.test` pinned by the owner to 127.0.0.1
-/// and allowed on both ports, and `host_ports` of the host; it, its port,
+/// and allowed on both ports, [`BESIDE`] pinned there too and allowed on
+/// the other port, and `host_ports` of the host; it, its port,
 /// its authority's PEM, the placeholder and what it decided.
 fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Arc<Heard>) {
+    proxy_with(store, host_ports, Vec::new())
+}
+
+/// [`proxy`], with `plain` the owner let carry what is not TLS.
+fn proxy_with(
+    store: &Store,
+    host_ports: Vec<u16>,
+    plain: Vec<DomainRule>,
+) -> (Proxy, u16, String, String, Arc<Heard>) {
     let [own, other] = store.ports;
     let dir =
         std::env::temp_dir().join(format!("warden-secret-ports-{}-{own}", std::process::id()));
@@ -174,6 +189,7 @@ fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Ar
     let mut domains = vec![
         DomainRule::parse(&format!("api.test:{own}")).unwrap(),
         DomainRule::parse(&format!("api.test:{other}")).unwrap(),
+        DomainRule::parse(&format!("{BESIDE}:{other}")).unwrap(),
     ];
     // As the policy resolves a host port: an entry for the host's name.
     for port in &host_ports {
@@ -182,7 +198,10 @@ fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Ar
     let spec = warden_policy::EgressSpec {
         domains,
         allow_http: false,
-        hosts: vec![("api.test".into(), "127.0.0.1".parse().unwrap())],
+        hosts: vec![
+            ("api.test".into(), "127.0.0.1".parse().unwrap()),
+            (BESIDE.into(), "127.0.0.1".parse().unwrap()),
+        ],
         cidrs: Vec::new(),
         host_ports,
         ask: false,
@@ -194,6 +213,7 @@ fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Ar
         upstream_ca: Vec::new(),
         learn: false,
         requests: Vec::new(),
+        secret_plain_ports: plain,
     };
     let heard = Arc::new(Heard::default());
     let hooks = Hooks {
@@ -371,6 +391,144 @@ fn what_is_not_tls_to_a_secrets_host_on_another_port_is_refused_not_spliced() {
     assert!(
         heard.iter().any(|d| !d.allowed
             && d.port == other
+            && d.reason.as_ref().map(|c| c.reason.code()) == Some("secret_needs_tls")),
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn a_name_pinned_beside_a_secrets_host_is_terminated_and_scrubbed_on_every_port() {
+    // Outside review 29: the value stored through the secret's own name
+    // and port came back unscrubbed through another name pinned to the
+    // same address, on the store's other port (spliced: the store's own
+    // certificate, the real value in the answer).
+    let store = Store::start();
+    let [_, other] = store.ports;
+    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
+    let cas = [ca.as_str(), store.ca_pem.as_str()];
+    store_through_own_port(&store, at, cas, &held);
+    let load = format!("GET /load HTTP/1.1\r\nHost: {BESIDE}:{other}\r\nConnection: close\r\n\r\n");
+    let (answer, shown) = through(at, &format!("{BESIDE}:{other}"), cas, &load).expect("answered");
+    assert!(
+        shown != store.cert_der,
+        "spliced: the sandbox met the server's own certificate"
+    );
+    assert!(
+        !answer.contains(VALUE),
+        "the real value came back through the name beside: {answer}"
+    );
+    assert!(answer.contains(&format!("note={held}")), "{answer}");
+    // No secret is for it: the placeholder is not substituted there.
+    let body = format!("note={held}");
+    let req = format!(
+        "POST /store HTTP/1.1\r\nHost: {BESIDE}:{other}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = through(at, &format!("{BESIDE}:{other}"), cas, &req).expect("answered");
+    assert!(!answer.contains("stored"), "{answer}");
+    // What is not TLS naming it is refused as for the secret's own host.
+    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        tcp,
+        "CONNECT {BESIDE}:{other} HTTP/1.1\r\nHost: {BESIDE}:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out);
+    assert!(!String::from_utf8_lossy(&out).contains(VALUE));
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    let refused = |code: &str| {
+        heard.iter().any(|d| {
+            !d.allowed
+                && d.name.as_deref() == Some(BESIDE)
+                && d.reason.as_ref().map(|c| c.reason.code()) == Some(code)
+        })
+    };
+    assert!(refused("stray_placeholder"), "{heard:?}");
+    assert!(refused("secret_needs_tls"), "{heard:?}");
+}
+
+#[test]
+fn a_request_to_a_secrets_host_with_a_host_routing_header_naming_another_host_is_refused() {
+    // Outside review 29: `X-Forwarded-Host: attacker.example` (and its
+    // kin) went to the secret's host with the real value, for a server
+    // or a proxy in front of it to route or build links by.
+    let store = Store::start();
+    let [own, _] = store.ports;
+    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
+    let cas = [ca.as_str(), store.ca_pem.as_str()];
+    let body = format!("note={held}");
+    for header in [
+        "X-Forwarded-Host: attacker.example",
+        "x_forwarded_host: attacker.example",
+        "Forwarded: for=10.0.0.1;host=attacker.example",
+        "X-Host: attacker.example",
+        "X-Forwarded-Server: attacker.example",
+        "X-HTTP-Host-Override: attacker.example",
+        "X-Original-Host: attacker.example",
+    ] {
+        let req = format!(
+            "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\n{header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("answered");
+        assert!(answer.starts_with("HTTP/1.1 421"), "{header}: {answer}");
+        assert!(!answer.contains("stored"), "{header}: {answer}");
+    }
+    // Naming the connection's own host, it goes.
+    let req = format!(
+        "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\nX-Forwarded-Host: api.test:{own}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("answered");
+    assert!(answer.contains("stored"), "{answer}");
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        heard.iter().any(|d| !d.allowed
+            && d.reason.as_ref().map(|c| c.reason.code()) == Some("misdirected_request")
+            && d.detail.contains("x-forwarded-host")),
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn the_owners_plain_port_of_a_secrets_host_carries_other_bytes_and_its_tls_is_still_terminated() {
+    // SSH to a forge beside its HTTPS token: refused (`secret_needs_tls`)
+    // unless the owner names the port; then spliced as it is, while TLS
+    // naming the host on that port is still terminated and scrubbed.
+    let store = Store::start();
+    let [_, other] = store.ports;
+    let plain = vec![DomainRule::parse(&format!("api.test:{other}")).unwrap()];
+    let (_p, at, ca, held, heard) = proxy_with(&store, Vec::new(), plain);
+    let cas = [ca.as_str(), store.ca_pem.as_str()];
+    store_through_own_port(&store, at, cas, &held);
+    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{other}\r\nConnection: close\r\n\r\n");
+    let (answer, shown) = through(at, &format!("api.test:{other}"), cas, &load).expect("answered");
+    assert!(shown != store.cert_der, "spliced TLS naming the host");
+    assert!(!answer.contains(VALUE), "{answer}");
+    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        tcp,
+        "CONNECT api.test:{other} HTTP/1.1\r\nHost: api.test:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    let _ = tcp.read_exact(&mut head);
+    assert_eq!(
+        &head,
+        b"HTTP/1.1 200",
+        "{:?}",
+        String::from_utf8_lossy(&head)
+    );
+    drop(tcp);
+    std::thread::sleep(Duration::from_millis(300));
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        !heard.iter().any(|d| d.port == other
             && d.reason.as_ref().map(|c| c.reason.code()) == Some("secret_needs_tls")),
         "{heard:?}"
     );

@@ -92,6 +92,7 @@ pub(super) fn network(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let requests = request_rules(layer)?;
+    let secret_plain_ports = secret_plain_ports(layer)?;
     if learn && !secrets.is_empty() {
         // Learning allows what no rule names: a secret's placeholder
         // would go wherever the sandbox sends it.
@@ -115,6 +116,7 @@ pub(super) fn network(
             (Field::EgressQuota, egress_quota.is_some()),
             (Field::UpstreamCa, !upstream_ca.is_empty()),
             (Field::AllowRequest, !requests.is_empty()),
+            (Field::SecretPlainPort, !secret_plain_ports.is_empty()),
         ];
         if let Some((field, _)) = given.iter().find(|(_, given)| *given) {
             return Err(field.invalid(Problem::EgressWithoutDomains));
@@ -176,9 +178,27 @@ pub(super) fn network(
             upstream_ca,
             learn,
             requests,
+            secret_plain_ports,
         })
     };
     Ok(network)
+}
+
+/// The owner's names with a port that may carry what is not TLS though a
+/// secret's host (`egress.secret_plain_ports`): each names its port.
+fn secret_plain_ports(layer: &Layer) -> Result<Vec<DomainRule>, ResolveError> {
+    let field = Field::SecretPlainPort;
+    let mut out: Vec<DomainRule> = Vec::new();
+    for entry in layer.texts(field) {
+        let rule = DomainRule::parse(&entry).map_err(|e| field.invalid(Problem::Domain(e)))?;
+        if rule.port.is_none() {
+            return Err(field.invalid(Problem::PlainPortWithoutPort(entry)));
+        }
+        if !out.iter().any(|r| r.same_destinations(&rule)) {
+            out.push(rule);
+        }
+    }
+    Ok(out)
 }
 
 /// The request rules, allow, deny and ask, each entry read and checked.

@@ -61,6 +61,15 @@ pub(super) fn terminated(
     let Some(t) = shared.terminator.clone() else {
         return Terminate::No;
     };
+    // What the owner let through plain (`unterminated` passed it): as it
+    // is, never into the terminator's TLS.
+    if t.terminates(name, port)
+        && !t.rules_requests(name, port)
+        && shared.plain_allowed(name, port)
+        && !super::super::decide::names_itself(buf, protocol, name)
+    {
+        return Terminate::No;
+    }
     if !t.terminates(name, port) {
         return match shares_address(shared, name, to) {
             Some(why) => Terminate::Refused(Reason::TerminatedAddress, why),
@@ -87,27 +96,26 @@ pub(super) fn terminated(
 /// both being the host itself, its loopback or own addresses: a host port
 /// and a name pinned to the host reach the same listeners), when the
 /// connection to `name` is not terminated: its bytes would reach that
-/// name's server unterminated, under another name. A host port is
-/// compared on every port of such a name (a secret's host is terminated
-/// on all of them: the same application may serve on several); another
-/// pinned name, on the same port. Only pinned addresses are known for
-/// certain; a name the host resolves is not compared (see the threat
-/// model).
+/// name's server unterminated, under another name. A secret's host is
+/// compared on every port (it is terminated on all of them: the same
+/// application may serve on several, and give back on one what it was
+/// sent on another); a name with request rules, on its own ports. A name
+/// the owner pinned to the same address as a secret's host is no longer
+/// here: it is served as that host (see `Terminator::serve_beside`); what
+/// is left is a host port, a name pinned to another of the host's own
+/// addresses, and a name the host resolves to a pinned address. Only
+/// pinned addresses are known for certain; a name the host resolves is
+/// not compared with another resolved name (see the threat model).
 pub(super) fn shares_address(shared: &Shared, name: &str, to: SocketAddr) -> Option<String> {
     let port = to.port();
     let t = shared.terminator.as_ref()?;
     if t.terminates(name, port) {
         return None;
     }
-    let host_port = shared.is_host_service(name, port);
-    let mut pinned = shared.hosts.iter().filter(|(other, _)| {
-        other.as_str() != name
-            && if host_port {
-                t.terminates(other, port)
-            } else {
-                t.serves_on(other, port)
-            }
-    });
+    let mut pinned = shared
+        .hosts
+        .iter()
+        .filter(|(other, _)| other.as_str() != name && t.terminates(other, port));
     let to_ip = to.ip().to_canonical();
     // Read only when some terminated name is pinned on this port.
     let mut own: Option<Option<Arc<[IpAddr]>>> = None;
