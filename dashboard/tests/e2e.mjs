@@ -529,6 +529,47 @@ try {
     await waitFor('the command output in the terminal', async () => (await page.locator('.xterm-rows').innerText()).includes('hello-42'));
   });
 
+  await scenario("a link in the terminal's output opens only when it is http(s), and only after asking", async () => {
+    // Outside review 30 (hardening): xterm.js's own OSC 8 handler opened
+    // whatever its filter let through; the page's handler opens http(s)
+    // alone, never a `javascript:` one, and asks first.
+    const opened = [];
+    const onPage = (p) => opened.push(p.url());
+    context.on('page', onPage);
+    const asked = [];
+    const onDialog = (d) => {
+      asked.push(d.message());
+      d.dismiss();
+    };
+    page.on('dialog', onDialog);
+    try {
+      // Each link starts a line of output: `%s` keeps the typed command's
+      // echo from holding the link's text.
+      const line = (uri, text) => `printf '\\033]8;;${uri}\\033\\\\%s\\033]8;;\\033\\\\\\n' ${text}`;
+      await page.click('#terminal');
+      await page.keyboard.type(`printf '\\033[H\\033[2J'; ${line('javascript:document.title=1', 'JSLINKJSLINKJSLINK')}; ${line('http://127.0.0.1:1/x', 'HTLINKHTLINKHTLINK')}\n`, { delay: 2 });
+      const click = async (text) => {
+        const row = page.locator('.xterm-rows > div', { hasText: new RegExp(`^${text}`) });
+        await row.waitFor();
+        const box = await row.boundingBox();
+        await page.mouse.move(box.x + 4, box.y + box.height / 2);
+        await page.waitForTimeout(300);
+        await page.mouse.click(box.x + 4, box.y + box.height / 2);
+        await page.waitForTimeout(500);
+      };
+      await click('JSLINK');
+      if (asked.length || opened.length) throw new Error(`a javascript: link was offered: ${JSON.stringify(asked)} ${JSON.stringify(opened)}`);
+      await click('HTLINK');
+      await waitFor('the question about the http link', async () => asked.length > 0, 5000);
+      if (!asked[0].includes('http://127.0.0.1:1/x') || !asked[0].includes("sandbox's terminal")) throw new Error(`the question reads: ${JSON.stringify(asked)}`);
+      if (opened.length) throw new Error(`a dismissed link opened: ${JSON.stringify(opened)}`);
+      if ((await page.title()) === '1') throw new Error('the javascript: link ran');
+    } finally {
+      context.off('page', onPage);
+      page.off('dialog', onDialog);
+    }
+  });
+
   await scenario('the README\'s address opens a sandbox, and its Files tab lists and shows files with no stray text', async () => {
     await page.goto(`${base}/#/sandboxes/demo`);
     await page.click('#tab-files');
