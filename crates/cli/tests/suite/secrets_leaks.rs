@@ -855,6 +855,7 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
     }
 }
 
+mod decoded;
 mod leaving;
 mod readable;
 mod sniffed;

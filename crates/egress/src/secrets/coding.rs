@@ -12,6 +12,10 @@
 //! one whose stage cannot be paid yet waits (reads nothing more from the
 //! upstream) until other bodies give memory back.
 
+mod bound;
+
+pub(super) use bound::{allowed as bound_of, Budget, OnOver, Over};
+
 use super::{BoxError, OutBody};
 use bytes::Bytes;
 use hyper::body::{Body, Frame};
@@ -312,7 +316,7 @@ impl Stage {
 }
 
 /// What a pull from the codings gave.
-enum Pulled {
+pub(super) enum Pulled {
     Data(Vec<u8>),
     /// The first stage wants more of the body.
     NeedInput,
@@ -322,21 +326,88 @@ enum Pulled {
 }
 
 /// The codings to undo, the last applied first; each stage is fed by the
-/// one before, a step at a time, only when it has run dry.
-struct Pipeline {
+/// one before, a step at a time, only when it has run dry. What every
+/// stage decodes is counted against the body's [`Budget`], where it has
+/// one.
+pub(super) struct Pipeline {
     stages: Vec<Stage>,
+    budget: Option<Arc<Budget>>,
+    /// What is fed is the body's coded bytes (not the output of another
+    /// pipeline under the same budget).
+    counts_coded: bool,
 }
 
 impl Pipeline {
-    fn feed(&self, data: &[u8]) {
+    /// `codings` undone with memory paid from `pool`, within `budget`
+    /// (its coded bytes counted here when `counts_coded`).
+    pub(super) fn new(
+        codings: &[Coding],
+        pool: &Arc<Semaphore>,
+        budget: Option<Arc<Budget>>,
+        counts_coded: bool,
+    ) -> Pipeline {
+        Pipeline {
+            stages: codings
+                .iter()
+                .map(|c| Stage::new(*c, pool.clone()))
+                .collect(),
+            budget,
+            counts_coded,
+        }
+    }
+
+    /// How many codings are undone.
+    pub(super) fn depth(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// One more coding to undo, on what the last stage gives: `head`,
+    /// what it gave already, and (when `ended`) nothing more.
+    pub(super) fn then(&mut self, coding: Coding, head: &[u8], ended: bool) {
+        let pool = match self.stages.last() {
+            Some(s) => s.pool.clone(),
+            None => return,
+        };
+        let stage = Stage::new(coding, pool);
+        stage.input.push(head);
+        if ended {
+            stage.input.end();
+        }
+        self.stages.push(stage);
+    }
+
+    /// Memory for stage `k`, once the pool can pay `kib` KiB.
+    pub(super) fn wait_for(&self, k: usize, kib: u32) -> Waiting {
+        Box::pin(self.stages[k].pool.clone().acquire_many_owned(kib))
+    }
+
+    /// Stage `k` paid for.
+    pub(super) fn paid(&mut self, k: usize, permit: OwnedSemaphorePermit) {
+        self.stages[k].paid = Some(permit);
+    }
+
+    pub(super) fn feed(&self, data: &[u8]) {
+        if self.counts_coded {
+            if let Some(b) = &self.budget {
+                b.coded(data.len());
+            }
+        }
         if let Some(s) = self.stages.first() {
             s.input.push(data);
         }
     }
 
-    fn end_input(&self) {
+    pub(super) fn end_input(&self) {
         if let Some(s) = self.stages.first() {
             s.input.end();
+        }
+    }
+
+    /// Count `n` decoded bytes against the budget.
+    fn spent(&self, n: usize) -> std::io::Result<()> {
+        match &self.budget {
+            Some(b) => b.decoded(n).map_err(std::io::Error::other),
+            None => Ok(()),
         }
     }
 
@@ -348,6 +419,7 @@ impl Pipeline {
             match self.stages[k].read(&mut buf) {
                 Ok(0) => return Ok(Pulled::End),
                 Ok(n) => {
+                    self.spent(n)?;
                     buf.truncate(n);
                     return Ok(Pulled::Data(buf));
                 }
@@ -371,7 +443,8 @@ impl Pipeline {
         }
     }
 
-    fn next(&mut self) -> std::io::Result<Pulled> {
+    /// At most [`STEP`] bytes of the body's own (the last stage's).
+    pub(super) fn next(&mut self) -> std::io::Result<Pulled> {
         match self.stages.len() {
             0 => Ok(Pulled::End),
             n => self.pull(n - 1),
@@ -393,7 +466,7 @@ pub(super) struct DecodeBody {
     waiting: Option<(usize, Waiting)>,
 }
 
-type Waiting = Pin<
+pub(super) type Waiting = Pin<
     Box<
         dyn std::future::Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>>
             + Send
@@ -404,16 +477,18 @@ type Waiting = Pin<
 impl DecodeBody {
     /// `codings` decoded with memory paid from `pool` (check them with
     /// [`too_costly`] first: a body that could need more than the pool
-    /// holds would wait for ever).
-    pub(super) fn new(inner: OutBody, codings: &[Coding], pool: Arc<Semaphore>) -> DecodeBody {
+    /// holds would wait for ever), within `budget` (`counts_coded`: what
+    /// `inner` gives is the body's coded bytes, see [`Pipeline::new`]).
+    pub(super) fn new(
+        inner: OutBody,
+        codings: &[Coding],
+        pool: Arc<Semaphore>,
+        budget: Option<Arc<Budget>>,
+        counts_coded: bool,
+    ) -> DecodeBody {
         DecodeBody {
             inner,
-            pipeline: Pipeline {
-                stages: codings
-                    .iter()
-                    .map(|c| Stage::new(*c, pool.clone()))
-                    .collect(),
-            },
+            pipeline: Pipeline::new(codings, &pool, budget, counts_coded),
             ended: false,
             trailers: None,
             done: false,
@@ -439,7 +514,7 @@ impl Body for DecodeBody {
                 match wait.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Ok(paid)) => {
-                        this.pipeline.stages[*k].paid = Some(paid);
+                        this.pipeline.paid(*k, paid);
                         this.waiting = None;
                     }
                     Poll::Ready(Err(_)) => {
@@ -469,8 +544,7 @@ impl Body for DecodeBody {
                 }
                 Ok(Pulled::NeedInput) => {}
                 Ok(Pulled::NeedMemory(k, kib)) => {
-                    let pool = this.pipeline.stages[k].pool.clone();
-                    this.waiting = Some((k, Box::pin(pool.acquire_many_owned(kib))));
+                    this.waiting = Some((k, this.pipeline.wait_for(k, kib)));
                     continue;
                 }
                 Err(e) => {
@@ -503,232 +577,4 @@ impl Body for DecodeBody {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool() -> Arc<Semaphore> {
-        Arc::new(Semaphore::new(DECODE_POOL_KIB as usize))
-    }
-
-    fn brotli(data: &[u8], window_bits: u32, large: bool) -> Vec<u8> {
-        use std::io::Write;
-        let params = brotli::enc::BrotliEncoderParams {
-            quality: 1,
-            lgwin: window_bits as i32,
-            large_window: large,
-            ..Default::default()
-        };
-        let mut o = Vec::new();
-        {
-            let mut e = brotli::CompressorWriter::with_params(&mut o, 4096, &params);
-            e.write_all(data).unwrap();
-        }
-        o
-    }
-
-    #[test]
-    fn codings_that_could_need_more_than_the_pool_are_withheld_before_decoding() {
-        use Coding::*;
-        assert!(too_costly(&[Brotli, Brotli]).is_some());
-        assert!(too_costly(&[Brotli, Brotli, Brotli, Brotli]).is_some());
-        assert!(too_costly(&[Gzip, Brotli, Deflate, Gzip]).is_none());
-        assert!(too_costly(&[Gzip, Gzip, Gzip, Gzip]).is_none());
-    }
-
-    #[test]
-    fn a_brotli_stage_pays_for_the_window_its_stream_declares_and_gives_it_back() {
-        let data = vec![b'a'; 100_000];
-        for bits in [16, 17, 18, 22, 24] {
-            let coded = brotli(&data, bits, false);
-            // The encoder may widen a small window (quality 1 does).
-            let window = brotli_window_kib(coded[0]).unwrap();
-            assert!(
-                (1 << (bits - 10)..=16 * 1024).contains(&window),
-                "{bits}: {window}"
-            );
-            if bits >= 18 {
-                assert_eq!(window, 1 << (bits - 10));
-            }
-            let pool = pool();
-            let mut p = Pipeline {
-                stages: vec![Stage::new(Coding::Brotli, pool.clone())],
-            };
-            p.feed(&coded);
-            p.end_input();
-            let Pulled::Data(_) = p.next().unwrap() else {
-                panic!("nothing decoded")
-            };
-            let held = DECODE_POOL_KIB as usize - pool.available_permits();
-            assert_eq!(held, (STAGE_KIB + BROTLI_TABLES_KIB + window) as usize);
-            while let Pulled::Data(_) = p.next().unwrap() {}
-            assert_eq!(pool.available_permits(), DECODE_POOL_KIB as usize);
-        }
-    }
-
-    #[test]
-    fn a_stage_the_pool_cannot_pay_for_waits_and_decodes_nothing() {
-        let coded = brotli(&vec![b'a'; 100_000], 24, false);
-        let pool = Arc::new(Semaphore::new(8 * 1024));
-        let mut p = Pipeline {
-            stages: vec![Stage::new(Coding::Brotli, pool.clone())],
-        };
-        p.feed(&coded);
-        p.end_input();
-        match p.next().unwrap() {
-            Pulled::NeedMemory(0, kib) => assert!(kib > 16 * 1024),
-            _ => panic!("a stage the pool cannot pay for decoded"),
-        }
-        assert!(p.stages[0].decoder.is_none());
-        assert_eq!(pool.available_permits(), 8 * 1024);
-    }
-
-    #[test]
-    fn a_large_window_brotli_stream_is_refused() {
-        let coded = brotli(&vec![b'a'; 100_000], 30, true);
-        let mut p = Pipeline {
-            stages: vec![Stage::new(Coding::Brotli, pool())],
-        };
-        p.feed(&coded);
-        p.end_input();
-        let e = p.next().err().expect("a large-window stream decoded");
-        assert!(e.to_string().contains("large-window"), "{e}");
-    }
-
-    #[test]
-    fn codings_are_undone_last_first_and_unknown_ones_named() {
-        let mut h = http::HeaderMap::new();
-        h.append("content-encoding", "gzip".parse().unwrap());
-        h.append("content-encoding", "br".parse().unwrap());
-        h.append("transfer-encoding", "deflate, chunked".parse().unwrap());
-        assert_eq!(
-            to_undo(&h).unwrap(),
-            [Coding::Deflate, Coding::Brotli, Coding::Gzip]
-        );
-        h.append("content-encoding", "zstd".parse().unwrap());
-        assert_eq!(to_undo(&h).unwrap_err(), "zstd");
-    }
-
-    fn code(data: &[u8], applied: &[(Coding, bool)]) -> Vec<u8> {
-        use std::io::Write;
-        let mut out = data.to_vec();
-        for (c, raw) in applied {
-            out = match (c, raw) {
-                (Coding::Gzip, _) => {
-                    let mut e = flate2::write::GzEncoder::new(Vec::new(), Default::default());
-                    e.write_all(&out).unwrap();
-                    e.finish().unwrap()
-                }
-                (Coding::Deflate, false) => {
-                    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Default::default());
-                    e.write_all(&out).unwrap();
-                    e.finish().unwrap()
-                }
-                (Coding::Deflate, true) => {
-                    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), Default::default());
-                    e.write_all(&out).unwrap();
-                    e.finish().unwrap()
-                }
-                (Coding::Brotli, _) => {
-                    let mut o = Vec::new();
-                    {
-                        let mut e = brotli::CompressorWriter::new(&mut o, 4096, 5, 22);
-                        e.write_all(&out).unwrap();
-                    }
-                    o
-                }
-            };
-        }
-        out
-    }
-
-    /// Feed `coded` in pieces of `piece` bytes, taking what each gives.
-    fn decode_in_pieces(coded: &[u8], undo: &[Coding], piece: usize) -> Vec<u8> {
-        let mut p = Pipeline {
-            stages: undo.iter().map(|c| Stage::new(*c, pool())).collect(),
-        };
-        let mut out = Vec::new();
-        let mut drain = |p: &mut Pipeline| loop {
-            match p.next().unwrap() {
-                Pulled::Data(d) => {
-                    assert!(d.len() <= STEP);
-                    out.extend(d);
-                }
-                Pulled::NeedInput => return false,
-                Pulled::End => return true,
-                Pulled::NeedMemory(..) => panic!("the pool cannot pay for one body"),
-            }
-        };
-        // A coding that knows its own end may end before the last bytes of
-        // the codings around it (their checksums); what it gave must still
-        // be the whole body, which the caller compares.
-        for c in coded.chunks(piece) {
-            p.feed(c);
-            if drain(&mut p) {
-                return out;
-            }
-        }
-        p.end_input();
-        assert!(drain(&mut p));
-        out
-    }
-
-    #[test]
-    fn every_coding_and_stack_decodes_whole_however_the_body_is_cut() {
-        let data: Vec<u8> = (0..300_000u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 & 0x3f | 0x20)
-            .collect();
-        let stacks: &[&[(Coding, bool)]] = &[
-            &[(Coding::Gzip, false)],
-            &[(Coding::Deflate, false)],
-            &[(Coding::Deflate, true)],
-            &[(Coding::Brotli, false)],
-            &[(Coding::Gzip, false), (Coding::Brotli, false)],
-            &[
-                (Coding::Brotli, false),
-                (Coding::Deflate, true),
-                (Coding::Gzip, false),
-            ],
-        ];
-        for applied in stacks {
-            let coded = code(&data, applied);
-            let undo: Vec<Coding> = applied.iter().rev().map(|(c, _)| *c).collect();
-            for piece in [1, 7, 4096, coded.len()] {
-                let got = decode_in_pieces(&coded, &undo, piece);
-                assert!(got == data, "{applied:?} in pieces of {piece}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_bomb_is_decoded_a_bounded_step_at_a_time() {
-        // 4 GiB of zeros as 4096 gzip members of 1 MiB each, gzipped again:
-        // a few kilobytes on the wire.
-        let member = code(&vec![0u8; 1 << 20], &[(Coding::Gzip, false)]);
-        let inner: Vec<u8> = member.repeat(4096);
-        let bomb = code(&inner, &[(Coding::Gzip, false)]);
-        assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
-        let mut p = Pipeline {
-            stages: vec![
-                Stage::new(Coding::Gzip, pool()),
-                Stage::new(Coding::Gzip, pool()),
-            ],
-        };
-        p.feed(&bomb);
-        p.end_input();
-        let mut taken = 0;
-        for _ in 0..64 {
-            match p.next().unwrap() {
-                Pulled::Data(d) => {
-                    assert!(d.len() <= STEP);
-                    assert!(d.iter().all(|b| *b == 0));
-                    taken += d.len();
-                }
-                _ => panic!("the bomb ended early"),
-            }
-            // What waits between the stages is one step at most.
-            let between = p.stages[1].input.with(|q| q.bytes.len());
-            assert!(between <= STEP, "{between} bytes decoded ahead");
-        }
-        assert!(taken >= 64 * 1024);
-    }
-}
+mod tests;

@@ -83,7 +83,10 @@ pub(super) async fn checked(
     let copy = Full::new(Bytes::from(std::mem::take(&mut data)))
         .map_err(|never| match never {})
         .boxed();
-    let (mut plain, _) = unpack::unpacked(copy, &declared, &s.term.decode_memory)
+    // Within the same bound as a response's (every stage's output
+    // counted): MAX_UNPACKED below only counts the body's own.
+    let budget = Arc::new(coding::Budget::new(None));
+    let (mut plain, _) = unpack::unpacked(copy, &declared, &s.term.decode_memory, &budget)
         .await
         .map_err(|why| {
             refuse(match why {

@@ -1,7 +1,9 @@
 //! A response from a secret's host on its way back to the sandbox: its
 //! reason phrase and headers scrubbed of the secrets' values, its body
 //! decoded from its codings (declared, or told by its first bytes: see
-//! [`unpack`]) and scrubbed as it streams, one
+//! [`unpack`]; from a host sent secrets in headers only, those told by
+//! their first bytes are read in a decoded copy: see [`copied`]), within
+//! a bound of what it decodes to, and scrubbed as it streams, one
 //! that cannot be read to check it (an unknown coding, a charset that
 //! does not spell ASCII as ASCII, compressed data warden cannot decode)
 //! withheld, and none relayed where a response has none (to HEAD, a 1xx,
@@ -9,12 +11,15 @@
 //! (the exchange did) and never records a value, only which secret was
 //! scrubbed.
 
-use super::super::coding::{self, DecodeBody};
+mod copied;
+
+use super::super::coding::{self, Budget, DecodeBody};
 use super::super::rewrite::{rewrite_headers, Action, Blocked, Kind, RewriteBody, Rewriter};
 use super::super::{readable, BoxError, OutBody};
 use super::unpack::{self, Unreadable};
 use super::{text, Session, HOP_BY_HOP};
 use crate::decision::{Reason, SecretAction};
+use copied::Copied;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Response, StatusCode};
@@ -84,6 +89,27 @@ fn withhold_packed(s: &Session, what: &str) -> Response<OutBody> {
         &format!("a response of compressed data ({what}) from a secret's host was withheld (warden cannot read it to check it for the value)"),
         format!("warden: the server sent {what}, compressed data warden cannot read to check it for secrets, so it is withheld\n"),
     )
+}
+
+/// Told when a response's body decodes past its bound: recorded as
+/// blocked for every secret of the connection (the body is cut).
+fn over_told(s: &Arc<Session>) -> coding::OnOver {
+    let s = s.clone();
+    Box::new(move |coded, decoded| {
+        let detail = format!(
+            "the rest of a response from {} was withheld: its {coded} coded bytes decoded to {decoded} bytes, past the {} bytes warden reads of a body that long",
+            s.name,
+            coding::bound_of(coded)
+        );
+        for i in 0..s.term.secrets.len() {
+            (s.record)(s.decision_for(
+                i,
+                SecretAction::Blocked,
+                detail.clone(),
+                Some(Reason::DecodedTooLarge),
+            ));
+        }
+    })
 }
 
 /// A response whose body cannot be read to check it ([`unpack`]),
@@ -160,25 +186,42 @@ async fn scrubbed(
     }
     let (mut parts, body) = response.into_parts();
     let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
+    // What the body may decode to, every coding counted: past it the
+    // rest is withheld (a bomb of a few KiB stands for gigabytes).
+    let budget = Arc::new(Budget::new(Some(over_told(s))));
     // Compressed data nobody declared (an echo of what the request
     // stored, handed back compressed as text or bytes) is told by its
-    // first bytes where a body may have carried a value there. From a
-    // host sent secrets in headers only it is not: decoding would hand
-    // the sandbox other bytes than the server sent (a package's tarball
-    // unpacked, its digest broken) and withholding would refuse every
-    // zip and wheel the host serves (see the threat model).
+    // first bytes where a body may have carried a value there, and
+    // decoded for the scrub to read and rewrite.
     let mut decoded = false;
     if !bodiless && s.body_substitution {
-        match unpack::unpacked(inner, &codings, &s.term.decode_memory).await {
+        match unpack::unpacked(inner, &codings, &s.term.decode_memory, &budget).await {
             Ok((body, undone)) => {
                 inner = body;
                 decoded = undone;
             }
             Err(why) => return withhold_unreadable(s, why),
         }
-    } else if !codings.is_empty() && !bodiless {
-        inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
-        decoded = true;
+    } else if !bodiless {
+        if !codings.is_empty() {
+            inner = DecodeBody::new(
+                inner,
+                &codings,
+                s.term.decode_memory.clone(),
+                Some(budget.clone()),
+                true,
+            )
+            .boxed();
+            decoded = true;
+        }
+        // From a host sent secrets in headers only, such data passes as
+        // the server sent it (decoded, a package's tarball would lose its
+        // digest; withheld, every zip and wheel would be refused), read
+        // through a decoded copy that cuts the body before any coded
+        // byte whose decoding holds a value goes on (see `copied`).
+        if s.term.secrets.iter().any(|x| x.hosts_name(&s.name)) {
+            inner = Copied::new(inner, s.clone(), budget, codings.is_empty()).boxed();
+        }
     }
     let mut scrubbed: Vec<usize> = Vec::new();
     if let Some(reason) = parts.extensions.remove::<hyper::ext::ReasonPhrase>() {

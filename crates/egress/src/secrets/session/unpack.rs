@@ -6,11 +6,13 @@
 //! with no Content-Encoding. Compressed data the checks cannot read (zstd,
 //! xz, bzip2, zip, ... by their signatures), a coding stacked too deep or
 //! too costly to undo is named, for the caller to withhold (a response)
-//! or refuse (a request). Raw deflate and brotli have no signature: a body
+//! or refuse (a request). What every stage decodes counts against the
+//! body's bound (a ratio of its coded bytes, with a floor), past which
+//! its decoding stops with an error. Raw deflate and brotli have no signature: a body
 //! in either that declares neither is read as it is. It never decides
 //! what is done with what it reads.
 
-use super::super::coding::{self, Coding, DecodeBody};
+use super::super::coding::{self, Budget, Coding, DecodeBody};
 use super::super::paid::Prefixed;
 use super::super::sniff::{self, Sniffed};
 use super::super::{BoxError, OutBody};
@@ -53,12 +55,14 @@ pub(super) async fn peek(mut body: OutBody, n: usize) -> Result<(Vec<u8>, OutBod
 }
 
 /// `body`, decoded from the `declared` codings and then from each one its
-/// first bytes show: `Ok` with the body to check and whether any coding
-/// was undone.
+/// first bytes show, every stage within `budget` (the body's bound: see
+/// [`Budget`]): `Ok` with the body to check and whether any coding was
+/// undone.
 pub(super) async fn unpacked(
     body: OutBody,
     declared: &[Coding],
     pool: &Arc<Semaphore>,
+    budget: &Arc<Budget>,
 ) -> Result<(OutBody, bool), Unreadable> {
     if let Some(why) = coding::too_costly(declared) {
         return Err(Unreadable::Costly(why));
@@ -66,7 +70,7 @@ pub(super) async fn unpacked(
     let mut body = if declared.is_empty() {
         body
     } else {
-        DecodeBody::new(body, declared, pool.clone()).boxed()
+        DecodeBody::new(body, declared, pool.clone(), Some(budget.clone()), true).boxed()
     };
     let mut all = declared.to_vec();
     loop {
@@ -89,6 +93,9 @@ pub(super) async fn unpacked(
         if let Some(why) = coding::too_costly(&all) {
             return Err(Unreadable::Costly(why));
         }
-        body = DecodeBody::new(body, &[coding], pool.clone()).boxed();
+        // The first stage reads the body's own bytes: those are what
+        // the bound is a ratio of.
+        let first = all.len() == 1;
+        body = DecodeBody::new(body, &[coding], pool.clone(), Some(budget.clone()), first).boxed();
     }
 }

@@ -1,0 +1,126 @@
+//! How much one body's decoding may produce: a small coded body can
+//! stand for gigabytes (a "bomb": 1,958 bytes of gzip stacked three times
+//! over are 4 GiB of zeros), and decoding a step at a time bounds what is
+//! held, not what is read. A body may decode to [`FLOOR`] bytes, and
+//! [`RATIO`] times its coded bytes past that; every stage's output counts
+//! (a middle coding that unpacks to gigabytes of empty blocks costs as
+//! much as one that unpacks to data). Past the bound the decoding stops
+//! with an error, once said to whoever set the bound. It never decides
+//! what happens to the body: the caller cuts or refuses it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What any body may decode to, whatever its coded length (a small JSON
+/// answer compressed a hundred times over still reads).
+pub(in crate::secrets) const FLOOR: u64 = 16 << 20;
+
+/// How many decoded bytes each coded byte may stand for past [`FLOOR`]:
+/// text compresses four to twenty times, a package's tarball four or
+/// five; a bomb a thousand times for each coding stacked.
+pub(in crate::secrets) const RATIO: u64 = 64;
+
+/// The most a body of `coded` bytes may decode to.
+pub(in crate::secrets) fn allowed(coded: u64) -> u64 {
+    FLOOR.saturating_add(coded.saturating_mul(RATIO))
+}
+
+/// Told once that a body went past its bound: its coded and decoded
+/// bytes so far.
+pub(in crate::secrets) type OnOver = Box<dyn FnOnce(u64, u64) + Send + Sync>;
+
+/// One body's bound: its coded bytes read, what every stage of its
+/// decoding produced, shared by every stage that decodes it (a coding
+/// told by its first bytes is undone by a stage of its own).
+pub(in crate::secrets) struct Budget {
+    coded: AtomicU64,
+    decoded: AtomicU64,
+    over: AtomicBool,
+    on_over: Mutex<Option<OnOver>>,
+}
+
+/// A body went past its bound.
+#[derive(Debug, thiserror::Error)]
+#[error("it decodes to more than {allowed} bytes ({coded} coded bytes may stand for {RATIO} times as many, past {FLOOR})")]
+pub(in crate::secrets) struct Over {
+    pub(in crate::secrets) coded: u64,
+    pub(in crate::secrets) allowed: u64,
+}
+
+impl Budget {
+    pub(in crate::secrets) fn new(on_over: Option<OnOver>) -> Budget {
+        Budget {
+            coded: AtomicU64::new(0),
+            decoded: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+            on_over: Mutex::new(on_over),
+        }
+    }
+
+    /// `n` more coded bytes read.
+    pub(in crate::secrets) fn coded(&self, n: usize) {
+        self.coded.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `n` more bytes decoded by some stage: `Err` once past the bound
+    /// (and every time after).
+    pub(in crate::secrets) fn decoded(&self, n: usize) -> Result<(), Over> {
+        let decoded = self.decoded.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let coded = self.coded.load(Ordering::Relaxed);
+        if decoded <= allowed(coded) && !self.over.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if !self.over.swap(true, Ordering::Relaxed) {
+            let told = self
+                .on_over
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(f) = told {
+                f(coded, decoded);
+            }
+        }
+        Err(Over {
+            coded,
+            allowed: allowed(coded),
+        })
+    }
+
+    /// Whether the body went past its bound.
+    #[cfg(test)]
+    pub(in crate::secrets) fn is_over(&self) -> bool {
+        self.over.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_body_may_decode_to_the_floor_and_a_ratio_of_its_coded_bytes_and_no_more() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let t = told.clone();
+        let b = Budget::new(Some(Box::new(move |c, d| t.lock().unwrap().push((c, d)))));
+        b.coded(1000);
+        assert!(b.decoded(FLOOR as usize).is_ok());
+        assert!(b.decoded(1000 * RATIO as usize).is_ok());
+        assert!(!b.is_over());
+        assert!(b.decoded(1).is_err());
+        assert!(b.is_over());
+        // Said once, refused every time after (more coded bytes or not).
+        b.coded(1 << 20);
+        assert!(b.decoded(1).is_err());
+        assert_eq!(
+            told.lock().unwrap().as_slice(),
+            &[(1000, FLOOR + 1000 * RATIO + 1)]
+        );
+        // A tarball that inflates five times over passes whatever its size.
+        let tar = Budget::new(None);
+        for _ in 0..100 {
+            tar.coded(1 << 20);
+            assert!(tar.decoded(5 << 20).is_ok());
+        }
+    }
+}
