@@ -70,6 +70,18 @@ const SKIPPED: &[(&str, &str)] = &[
         "the secret-program rule's unit tests, a module file of their own (gpg's --homedir, node's --eval)",
     ),
     (
+        "runtime/src/secret_programs/class_tests.rs",
+        "the secret-program rule's unit tests of its classes (xargs's --replace, docker's --volumes-from, bwrap's --bind)",
+    ),
+    (
+        "runtime/src/secret_programs/places.rs",
+        "the options of the container, namespace and chroot runners a secret's program may be (docker's --volumes-from, bwrap's --bind), not warden's",
+    ),
+    (
+        "runtime/src/secret_programs/stdin.rs",
+        "the options of xargs a secret's program may run (--arg-file, --replace), not warden's",
+    ),
+    (
         "jail/src/gvisor/shim.rs",
         "the dynamic loader's command line for the exec shim (ld.so's --library-path, not warden's)",
     ),

@@ -37,9 +37,11 @@ use warden_policy::{SecretSource, SecretSpec};
 use crate::pathwalk::walk;
 
 mod interpreters;
+mod places;
 mod runners;
 mod stdin;
 use interpreters::{given, interpreter, is_url, is_wrapper, provably_pathless, Given};
+use places::{tree, TREE};
 use runners::runner;
 use stdin::Token;
 
@@ -123,6 +125,7 @@ impl std::fmt::Display for Refusal {
             self.under.display(),
         );
         match self.unreadable {
+            Some(why) if what == TREE => write!(f, "secret `{secret}`: {what}, `{path}`, cannot be followed ({why}): what runs inside goes by names the host's paths do not show, so it cannot be told while sandboxes' changes may be written under {under}; run it from a script of your own outside the daemon's workspace roots and its state, whose binds and volumes name no directory at, under or above them"),
             Some(why) if what == INLINE || what == RUNS => write!(f, "secret `{secret}`: {what}, `{path}`, cannot be read for certain ({why}): warden reads no language but the shell's, and such code can build any path it opens from pieces, so what it runs cannot be told while sandboxes' changes may be written under {under}; put that code in a script of your own outside the daemon's workspace roots and its state, and name the script"),
             None => write!(f, "secret `{secret}`: {what} {path} lies under {under}, where sandboxes' changes may be written; keep secret programs, their interpreters and the files they are given outside the daemon's workspace roots and its state"),
             Some(why) => write!(f, "secret `{secret}`: {what} `{path}` holds {why}, so the paths it names cannot be read for certain while sandboxes' changes may be written under {under}; name the program and its files by absolute paths (or `~`, `$HOME`), without a `cd`"),
@@ -137,7 +140,7 @@ impl Refusal {
     /// other than a shell (its remedy: an owner-only script), rather
     /// than of a path or a shell line.
     pub fn inline_code(&self) -> bool {
-        self.what == INLINE || self.what == RUNS
+        self.what == INLINE || self.what == RUNS || self.what == TREE
     }
 
     /// The stable reason code: [`SECRET_PROGRAM_WRITABLE`], or
@@ -224,16 +227,22 @@ impl Checker<'_> {
                 });
             }
         }
+        // A shell's script has its words read for directories that hold
+        // a root by `script`, a `cd`'s apart.
+        let mut plain = Vec::new();
         for arg in &argv[1..] {
             for p in paths_in(arg, &self.env) {
                 self.path(&p, "an argument")?;
             }
             if shell {
                 self.script(arg, 0)?;
+            } else {
+                plain.push(arg);
             }
             shell |= is_shell(arg);
         }
-        self.commands(argv, 0)
+        self.commands(argv, 0)?;
+        plain.into_iter().try_for_each(|a| self.holders(a))
     }
 
     /// The interpreters, shells and wrappers among `words` (an argv, or a
@@ -267,6 +276,9 @@ impl Checker<'_> {
             }
             if let Some(row) = runner(w) {
                 self.runs(row, rest, depth)?;
+            }
+            if let Some(why) = tree(w) {
+                self.unread(TREE, w, why)?;
             }
             if stdin::builds_from_input(w, rest) {
                 self.unread(
@@ -394,7 +406,13 @@ impl Checker<'_> {
         }
         // The line's own commands: `python3 -c`, `env perl -e`, a shell
         // line in it.
-        self.commands(&words, depth + 1)
+        self.commands(&words, depth + 1)?;
+        // A `cd`'s directory is followed above, whatever it holds.
+        words
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i == 0 || !matches!(words[i - 1].as_str(), "cd" | "pushd" | "chdir"))
+            .try_for_each(|(_, w)| self.holders(w))
     }
 
     /// The program, the links on the way to it, and its `#!` chain.
@@ -440,7 +458,7 @@ impl Checker<'_> {
         let (real, links) = walk(p);
         let met = [(p.to_path_buf(), what), (real.clone(), what)]
             .into_iter()
-            .chain(links.into_iter().map(|l| (l, "a link on the way to it")));
+            .chain(links.iter().map(|l| (l.clone(), "a link on the way to it")));
         for (path, what) in met {
             if let Some(under) = self.writable.iter().find(|w| path.starts_with(w)) {
                 return Err(Refusal {
@@ -452,6 +470,13 @@ impl Checker<'_> {
                 });
             }
         }
+        // What lies where tokens may write is refused as such first; then
+        // what cannot be followed from here.
+        let seen: Vec<&Path> = [p, real.as_path()]
+            .into_iter()
+            .chain(links.iter().map(PathBuf::as_path))
+            .collect();
+        self.followed(&seen, &real, what)?;
         Ok(real)
     }
 }
@@ -480,13 +505,27 @@ fn shebang(file: &Path) -> Option<Vec<String>> {
 /// `--homedir=~/proj/.gnupg`). A word that only looks like a path
 /// protects a directory more, never less.
 fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = words_in(arg, env)
+        .into_iter()
+        .filter(|w| w.contains('/') && !w.contains("://"))
+        .map(|w| Path::new(PROGRAM_DIR).join(w))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The words [`paths_in`] reads an argument as: the argument, each part
+/// of it between blanks and separators, each way of reading an option's
+/// attached value, with `~` and the program's variables expanded.
+fn words_in(arg: &str, env: &Env) -> Vec<String> {
     let expanded = env.expand_vars(arg);
     // `file:///p/%67et.sh`, `file://localhost/p`: the path a URL names.
     let urls: Vec<String> = [arg, expanded.as_str()]
         .into_iter()
         .flat_map(stdin::url_paths)
         .collect();
-    let mut out: Vec<PathBuf> = [arg, expanded.as_str()]
+    [arg, expanded.as_str()]
         .into_iter()
         .chain(urls.iter().map(String::as_str))
         .flat_map(|a| {
@@ -495,12 +534,7 @@ fn paths_in(arg: &str, env: &Env) -> Vec<PathBuf> {
         })
         .flat_map(attached)
         .map(|w| env.tilde(w).unwrap_or_else(|| w.to_string()))
-        .filter(|w| w.contains('/') && !w.contains("://"))
-        .map(|w| Path::new(PROGRAM_DIR).join(w))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+        .collect()
 }
 
 /// `word`, and for an option with a value attached (`-I/proj/lib`,
@@ -778,5 +812,7 @@ fn dollar(
     }
 }
 
+#[cfg(test)]
+mod class_tests;
 #[cfg(test)]
 mod tests;

@@ -114,6 +114,7 @@ mod rootless_limits;
 mod sandbox_records;
 mod second_week;
 mod secret_argv;
+mod secret_program_classes;
 mod secret_program_roots;
 mod secret_program_runners;
 mod secret_programs;

@@ -63,6 +63,13 @@ pub(super) struct Runner {
     /// Its first argument may be its options without a `-` (`tar xIf
     /// prog a.tar`).
     pub(super) old_style: bool,
+    /// Its short options that take a value as the next word (`ssh -p
+    /// 22`): that word is not an operand.
+    pub(super) valued: &'static str,
+    /// The command its operands carry runs from a home directory (the
+    /// other end of `ssh`, which may be this host): its relative words
+    /// are read from `HOME` as well as from `/`.
+    pub(super) home: bool,
     /// Why it is in the table.
     pub(super) why: &'static str,
 }
@@ -77,6 +84,8 @@ const NONE: Runner = Runner {
     assignments: false,
     searches: false,
     old_style: false,
+    valued: "",
+    home: false,
     why: "",
 };
 
@@ -107,8 +116,10 @@ pub(super) const RUNNERS: &[Runner] = &[
     },
     Runner {
         names: &["sudo", "doas"],
+        options: &[("-i", Unreadable), ("--login", Unreadable)],
+        clusters: true,
         assignments: true,
-        why: "sudo's assignments set variables the program it runs reads",
+        why: "sudo's assignments set variables the program it runs reads, and sudo -i runs its command with a login shell from the target's home, where its relative paths lead",
         ..NONE
     },
     Runner {
@@ -120,6 +131,9 @@ pub(super) const RUNNERS: &[Runner] = &[
     Runner {
         names: &["su", "runuser"],
         options: &[
+            ("-", Unreadable),
+            ("-l", Unreadable),
+            ("--login", Unreadable),
             ("-c", ShellLine),
             ("--command", ShellLine),
             ("--session-command", ShellLine),
@@ -127,7 +141,7 @@ pub(super) const RUNNERS: &[Runner] = &[
             ("--shell", Command),
         ],
         clusters: true,
-        why: "su and runuser run the shell line -c gives them with the shell -s names",
+        why: "su and runuser run the shell line -c gives them with the shell -s names; with -, -l or --login from the target's home, where its relative paths lead",
         ..NONE
     },
     Runner {
@@ -232,11 +246,22 @@ pub(super) const RUNNERS: &[Runner] = &[
         ..NONE
     },
     Runner {
-        names: &["ssh", "scp", "sftp"],
+        names: &["ssh", "slogin"],
+        options: &[("-o", Unreadable)],
+        clusters: true,
+        only_if: Some(&["command", "exec"]),
+        operands: Some((1, ShellLine)),
+        valued: "BbcDEeFIiJLlmOoPpQRSWw",
+        home: true,
+        why: "ssh runs the commands its ProxyCommand, LocalCommand, RemoteCommand and KnownHostsCommand options name, and the command after its host with a shell from a home directory, on a host that may be this one (localhost, an alias of ~/.ssh/config)",
+        ..NONE
+    },
+    Runner {
+        names: &["scp", "sftp"],
         options: &[("-o", Unreadable), ("-S", Command)],
         clusters: true,
-        only_if: Some(&["command"]),
-        why: "ssh runs the commands its ProxyCommand, LocalCommand and KnownHostsCommand options name; scp and sftp, the program -S names",
+        only_if: Some(&["command", "exec"]),
+        why: "scp and sftp run the program -S names, and the commands ssh's ...Command options name",
         ..NONE
     },
     Runner {
@@ -267,8 +292,8 @@ pub(super) const RUNNERS: &[Runner] = &[
     Runner {
         names: &["systemd-run"],
         options: &[("-p", Unreadable), ("--property", Unreadable)],
-        only_if: Some(&["exec"]),
-        why: "systemd-run runs the commands its Exec...= properties name",
+        only_if: Some(&["exec", "directory", "bind", "root", "mount", "filesystem"]),
+        why: "systemd-run runs the commands its Exec...= properties name, from the directories and over the binds and roots its WorkingDirectory=, RootDirectory=, BindPaths=, MountImages= properties name",
         ..NONE
     },
     Runner {
@@ -362,6 +387,10 @@ pub(super) fn carried(row: &Runner, rest: &[String]) -> Vec<Carried> {
             }
             continue;
         }
+        if takes_next(row, w) {
+            i += 1;
+            continue;
+        }
         if !w.starts_with('-') && (!row.assignments || !is_assignment(w)) {
             operands.push(w);
         }
@@ -377,6 +406,18 @@ pub(super) fn carried(row: &Runner, rest: &[String]) -> Vec<Carried> {
         }
     }
     out
+}
+
+/// Whether option `w` of `row` takes the next word as its value (`-p
+/// 22`, `-vp 22`): its last short letter is one of [`Runner::valued`].
+fn takes_next(row: &Runner, w: &str) -> bool {
+    let Some(cluster) = w.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+        return false;
+    };
+    cluster
+        .char_indices()
+        .find(|(_, c)| row.valued.contains(*c))
+        .is_some_and(|(at, c)| at + c.len_utf8() == cluster.len())
 }
 
 /// `w` as one of `row`'s options that carry a command: how, its value,
@@ -437,6 +478,12 @@ impl Checker<'_> {
         }
         for c in carried(row, rest) {
             match c.how {
+                // `ssh localhost proj/get.sh`: the other end's shell
+                // starts in a home; `cd ~` makes its relative words read
+                // from there too (and, with no `HOME` given, refuses).
+                ShellLine if row.home => {
+                    self.script(&format!("cd ~; {}", c.words.join(" ")), depth)?
+                }
                 ShellLine => self.script(&c.words.join(" "), depth)?,
                 Split => {
                     let mut words = shell_words(&c.words[0], &self.env)
@@ -467,7 +514,8 @@ impl Checker<'_> {
                 self.path(&p, "a path its command line names")?;
             }
         }
-        self.commands(words, depth + 1)
+        self.commands(words, depth + 1)?;
+        words.iter().try_for_each(|w| self.holders(w))
     }
 
     /// The directories a search (`find`) starts from, whose files it

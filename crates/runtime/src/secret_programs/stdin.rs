@@ -11,7 +11,6 @@
 
 use super::interpreters::{given, interpreter, is_wrapper, Given};
 use super::is_shell;
-use super::runners::runner;
 
 /// A token of a shell line: a word after quote removal, or one of the
 /// operators `;|&<>()` and a newline.
@@ -134,15 +133,106 @@ fn shell_reads_input(rest: &[String]) -> bool {
     true
 }
 
-/// Whether `xargs` (or another program that builds a command line from
-/// its input), given `rest`, runs a shell, an interpreter, a wrapper or
-/// a runner with arguments its input chose: code no reading can tell.
+/// Programs a command line built from input may run: each prints or
+/// reads what it is given and runs nothing it names. Any other program
+/// after `xargs` may take its input as a command, a script or options
+/// that run one (`xargs sh`, `xargs npx`, `xargs git -c`), which no
+/// reading can tell.
+const PRINTERS: &[&str] = &[
+    "echo", "printf", "cat", "head", "tail", "tr", "wc", "basename", "dirname", "realpath",
+    "readlink", "ls", "stat", "sort", "uniq", "cut", "grep", "true",
+];
+
+/// `xargs`'s short options that take a value (attached, or the next
+/// word).
+const XARGS_VALUED: &str = "adEILnPs";
+
+/// `xargs`'s long options that take the next word as their value.
+const XARGS_LONG_VALUED: &[&str] = &[
+    "--arg-file",
+    "--delimiter",
+    "--max-args",
+    "--max-procs",
+    "--max-chars",
+    "--process-slot-var",
+];
+
+/// Whether `xargs` (or GNU `parallel`, `sem`), given `rest`, runs a
+/// command its input may choose or steer: unless its command is one of
+/// [`PRINTERS`] named outright, the input's words become a program's
+/// arguments, and with a replace string (`-I{}`, `-i`, `--replace`,
+/// parallel's `{}`) the program itself (`xargs -I{} {}`). `parallel`
+/// without a command runs its input's lines as commands; `xargs`
+/// without one runs `echo`.
 pub(super) fn builds_from_input(name: &str, rest: &[String]) -> bool {
     let name = name.rsplit('/').next().unwrap_or(name);
-    matches!(name, "xargs" | "parallel" | "sem")
-        && rest.iter().any(|w| {
-            is_shell(w) || interpreter(w).is_some() || runner(w).is_some() || is_wrapper(w)
-        })
+    let (command, replace) = match name {
+        "xargs" => xargs_command(rest),
+        "parallel" | "sem" => (
+            rest.iter()
+                .find(|w| !w.starts_with('-'))
+                .map(String::as_str),
+            Some("{".to_string()),
+        ),
+        _ => return false,
+    };
+    let Some(command) = command else {
+        return name != "xargs";
+    };
+    let program = command.rsplit('/').next().unwrap_or(command);
+    replace.is_some_and(|r| command.contains(&r)) || !PRINTERS.contains(&program)
+}
+
+/// The command `xargs` runs, given `rest` (its first word that is not
+/// an option or an option's value), and its replace string if it has
+/// one.
+fn xargs_command(rest: &[String]) -> (Option<&str>, Option<String>) {
+    let mut replace = None;
+    let mut i = 0;
+    while let Some(w) = rest.get(i) {
+        i += 1;
+        if w == "--" {
+            return (rest.get(i).map(String::as_str), replace);
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            let (opt, value) = match long.split_once('=') {
+                Some((o, v)) => (o, Some(v)),
+                None => (long, None),
+            };
+            if opt == "replace" {
+                replace = Some(value.unwrap_or("{}").to_string());
+            } else if value.is_none() && XARGS_LONG_VALUED.contains(&w.as_str()) {
+                i += 1;
+            }
+            continue;
+        }
+        let Some(cluster) = w.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            return (Some(w.as_str()), replace);
+        };
+        for (at, c) in cluster.char_indices() {
+            let attached = &cluster[at + c.len_utf8()..];
+            if c == 'i' {
+                replace = Some(if attached.is_empty() { "{}" } else { attached }.to_string());
+                break;
+            }
+            if matches!(c, 'e' | 'l') {
+                break;
+            }
+            if XARGS_VALUED.contains(c) {
+                let value = if attached.is_empty() {
+                    i += 1;
+                    rest.get(i - 1).map(String::as_str).unwrap_or("")
+                } else {
+                    attached
+                };
+                if c == 'I' {
+                    replace = Some(value.to_string());
+                }
+                break;
+            }
+        }
+    }
+    (None, replace)
 }
 
 /// The paths a URL in `word` names (`file:///p`, `file://host/p`,
