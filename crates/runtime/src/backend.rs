@@ -198,6 +198,18 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// Refused for the sandbox's state, not failed: its VM is not served
+    /// (booting, or ended), or is paused already, or is not paused.
+    pub fn is_state(&self) -> bool {
+        use warden_vm::control::ControlError;
+        matches!(
+            self,
+            BackendError::Vm(
+                ControlError::NotRunning | ControlError::Paused | ControlError::NotPaused
+            )
+        )
+    }
+
     /// A share refused with a reason code when a VM paused to disk was
     /// restored (`share_link`, `share_changed`), as the doors word a
     /// boot's: its code, its option and its position among `spec`'s

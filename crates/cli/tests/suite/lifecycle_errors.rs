@@ -138,35 +138,19 @@ fn a_tokens_fork_start_and_copy_after_its_workspace_left_the_root_name_no_path_u
     assert!(b.contains(project.to_str().unwrap()), "{b}");
 }
 
-/// Before: a VM sandbox paused to disk whose bind became a link while it
-/// was on disk was refused at its live resume as a bare message through
-/// the control protocol: the API answered 500 `internal`, and `warden
-/// resume` named no option. Now the refusal crosses the control socket
-/// with its code and the bind it is about: the API answers 409 with
-/// `reason` `share_link` at the bind's pointer in the spec, and nothing
-/// of where the link points is served.
-#[test]
-#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
-fn a_vm_resumed_after_its_share_became_a_link_is_refused_409_share_link_at_the_binds_pointer() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("lifecycle-errors-vm");
-    let _stop = VmStopper(state.path(), "v");
-    if guest_release().is_none() {
-        return;
-    }
-    let Some(tree) = guest_busybox_tree(&["sh", "sleep", "cat"]) else {
-        return;
-    };
-    let top = TempDir::new("lifecycle-errors-vm-top");
-    let (first, second) = (top.path().join("first"), top.path().join("second"));
-    for d in [&first, &second, &top.path().join("elsewhere")] {
+/// A VM sandbox `v` in `state`, with a `--rootfs` tree and two
+/// read-write binds under `top`, paused to disk; then its second bind
+/// moved aside and a link to a directory beside it put at its path: the
+/// second bind's path, or `None` when this host cannot boot a guest.
+fn paused_vm_with_a_share_become_a_link(state: &Path, top: &Path) -> Option<PathBuf> {
+    guest_release()?;
+    let tree = guest_busybox_tree(&["sh", "sleep", "cat"])?;
+    let (first, second) = (top.join("first"), top.join("second"));
+    for d in [&first, &second, &top.join("elsewhere")] {
         std::fs::create_dir_all(d).unwrap();
     }
-    std::fs::write(top.path().join("elsewhere/secret"), "not-shared").unwrap();
-    let s = state.path();
-    let w = |args: &[&str]| vm_warden_env(s, args, None, &[("WARDEN_VM_FS", "9p")]);
+    std::fs::write(top.join("elsewhere/secret"), "not-shared").unwrap();
+    let w = |args: &[&str]| vm_warden_env(state, args, None, &[("WARDEN_VM_FS", "9p")]);
     ok(&w(&[
         "create",
         "--isolation",
@@ -183,23 +167,66 @@ fn a_vm_resumed_after_its_share_became_a_link_is_refused_409_share_link_at_the_b
         "100000",
     ]));
     ok(&w(&["start", "v"]));
+    // Once its guest answers (booted), it can be saved.
+    let seen = ok(&w(&["exec", "v", "--", "cat", "/proc/version"]));
+    assert!(seen.contains("Linux"), "{seen}");
     ok(&w(&["pause", "--to-disk", "v"]));
-    std::fs::rename(&second, top.path().join("moved-aside")).unwrap();
-    std::os::unix::fs::symlink(top.path().join("elsewhere"), &second).unwrap();
-    let d = Daemon::start_with(s, true, &[], &[]);
+    std::fs::rename(&second, top.join("moved-aside")).unwrap();
+    std::os::unix::fs::symlink(top.join("elsewhere"), &second).unwrap();
+    Some(second)
+}
+
+/// Before: a VM sandbox paused to disk whose bind became a link while it
+/// was on disk was refused at its live resume as a bare message through
+/// the control protocol, and the API answered 500 `internal`. Now the
+/// refusal crosses the control socket with its code and the bind it is
+/// about: 409 with `reason` `share_link` at the bind's pointer in the
+/// spec.
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_resumed_after_its_share_became_a_link_is_refused_409_share_link_at_the_binds_pointer() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("lifecycle-errors-vm-api");
+    let _stop = VmStopper(state.path(), "v");
+    let top = TempDir::new("lifecycle-errors-vm-api-top");
+    if paused_vm_with_a_share_become_a_link(state.path(), top.path()).is_none() {
+        return;
+    }
+    let d = Daemon::start_with(state.path(), true, &[], &[]);
     let (status, b) = call(&d, "POST", "/v1/sandboxes/v/resume", Some("{}"), None);
     eprintln!("the API's resume answered {status}: {b}");
     assert_eq!(status, 409, "{b}");
     let p = json(&b);
     assert_eq!(p["reason"], "share_link", "{b}");
     assert_eq!(p["field"], "/spec/filesystem/read_write/1", "{b}");
-    // The owner's command line, whichever way the sandbox is resumed now
-    // (its supervisor ended with the refusal: a new one restores it).
-    let out = w(&["resume", "v"]);
+}
+
+/// Before: `warden resume` of the same sandbox printed the bare message,
+/// naming no option. Now it names the code, the option and its entry,
+/// and the flag, as `warden start` names a boot's refusal of the bind.
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn warden_resume_names_a_vm_share_become_a_link_by_its_code_and_its_flag() {
+    let state = TempDir::new("lifecycle-errors-vm-cli");
+    let _stop = VmStopper(state.path(), "v");
+    let top = TempDir::new("lifecycle-errors-vm-cli-top");
+    let Some(second) = paused_vm_with_a_share_become_a_link(state.path(), top.path()) else {
+        return;
+    };
+    let out = vm_warden_env(
+        state.path(),
+        &["resume", "v"],
+        None,
+        &[("WARDEN_VM_FS", "9p")],
+    );
     let said = stderr(&out);
     eprintln!("warden resume said: {said}");
     assert_ne!(code(&out), 0, "resumed through the link: {said}");
-    assert!(said.contains("share_link"), "{said}");
-    assert!(said.contains("--rw"), "{said}");
+    assert!(
+        said.contains("refused (share_link, filesystem.read_write.1, --rw)"),
+        "{said}"
+    );
     assert!(said.contains(second.to_str().unwrap()), "{said}");
 }

@@ -356,6 +356,65 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
 mod tests {
     use super::*;
 
+    fn a_token() -> Caller {
+        Caller::Token(crate::db::TokenRow {
+            id: "t1".into(),
+            name: "agent".into(),
+            hash: String::new(),
+            scopes: vec![],
+            sandbox: None,
+            created_ms: 0,
+            revoked: false,
+            max_sandboxes: None,
+            max_memory: None,
+            max_pids: None,
+            sandbox_uid: None,
+        })
+    }
+
+    #[test]
+    fn a_lifecycle_error_in_the_hosts_words_is_told_a_token_by_its_code_only() {
+        use crate::error::ApiError;
+        let share = || {
+            ApiError::conflict("`filesystem.read_write` /home/o/q goes through a symbolic link")
+                .with_reason(Some("share_link"))
+                .with_field(Some("/spec/filesystem/read_write/1"))
+        };
+        let told = lifecycle_error(&a_token(), None, "v", "its resume", share());
+        assert_eq!(told.status, axum::http::StatusCode::CONFLICT);
+        assert_eq!(told.problem.reason.as_deref(), Some("share_link"));
+        assert_eq!(
+            told.problem.field.as_deref(),
+            Some("/spec/filesystem/read_write/1")
+        );
+        assert!(
+            !told.problem.message.contains("/home/o"),
+            "{}",
+            told.problem.message
+        );
+        assert!(
+            told.problem
+                .message
+                .contains("(share_link at /spec/filesystem/read_write/1)"),
+            "{}",
+            told.problem.message
+        );
+        let failed = ApiError::internal("cannot read /srv/elsewhere/x: denied");
+        let told = lifecycle_error(&a_token(), None, "v", "its fork", failed);
+        assert!(
+            !told.problem.message.contains("/srv"),
+            "{}",
+            told.problem.message
+        );
+        // The owner is told everything; a refusal in warden's own words
+        // is told a token as it is.
+        let owner = lifecycle_error(&Caller::Owner, None, "v", "its resume", share());
+        assert!(owner.problem.message.contains("/home/o/q"));
+        let plain = ApiError::conflict("sandbox v is not paused");
+        let told = lifecycle_error(&a_token(), None, "v", "its resume", plain);
+        assert_eq!(told.problem.message, "sandbox v is not paused");
+    }
+
     #[test]
     fn a_token_holder_is_not_shown_where_an_allowed_connection_went() {
         let hidden = Hidden::new();

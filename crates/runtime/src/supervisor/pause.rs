@@ -123,6 +123,9 @@ pub(super) fn pause(shared: &Arc<Shared>, by: &str, to_disk: bool) -> Reply {
         | Err(e @ crate::backend::BackendError::CannotSave(_)) => {
             return refused(Refusal::Unsupported, e.to_string())
         }
+        // Its VM not served yet (still booting) or already ended: the
+        // sandbox's state, not a fault of the supervisor's.
+        Err(e) if e.is_state() => return refused(Refusal::Conflict, e.to_string()),
         Err(e) => {
             return Reply::Error {
                 message: warden_jail::chain_str(&e),
@@ -169,6 +172,9 @@ pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
                 field: None,
                 reason: Some(r.to_wire()),
             };
+        }
+        if e.is_state() {
+            return refused(Refusal::Conflict, message);
         }
         return Reply::Error { message };
     }
