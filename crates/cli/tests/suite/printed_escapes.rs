@@ -216,4 +216,36 @@ fn a_command_line_padded_with_blanks_never_wraps_into_a_forged_row_of_ps() {
         10 - host.len()
     );
     assert!(ps.contains(&shown), "{ps}");
+    // On a terminal of 100 columns, each row is cut at its edge (as procps
+    // `ps` cuts), the cut said with `…`.
+    let term = TestTerminal::open(24, 100);
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut master = term.master.try_clone().unwrap();
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    let mut child = term.spawn(
+        std::process::Command::new(warden_bin())
+            .args(["ps", "psr"])
+            .env("WARDEN_STATE_DIR", state.path().join("warden")),
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    wait_until("the rows on the terminal", Duration::from_secs(5), || {
+        String::from_utf8_lossy(&got.lock().unwrap()).contains("sleep 600")
+    });
+    let on_screen = String::from_utf8_lossy(&got.lock().unwrap()).replace('\r', "");
+    let row = on_screen
+        .lines()
+        .find(|l| l.contains("sleep 600"))
+        .unwrap_or_else(|| panic!("{on_screen}"));
+    assert!(
+        row.chars().count() <= 100 && row.ends_with('…'),
+        "{on_screen}"
+    );
 }
