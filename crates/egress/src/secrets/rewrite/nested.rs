@@ -42,6 +42,10 @@ pub(super) const DEPTH: usize = 4;
 /// of short words, and a value's nested encodings are longer.
 pub(super) const MIN_RUN: usize = 16;
 
+/// The shortest stretch of text read inside bytes that are mostly not:
+/// the shortest value looked for in its spellings.
+const MIN_TEXT: usize = 6;
+
 /// The most bytes a compressed stream inside a run inflates to: more, and
 /// the run is withheld (a text run holds a small document, not an
 /// archive).
@@ -303,12 +307,14 @@ impl Runs {
                 let verdict = read_run(patterns, &run.chars);
                 if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
                     out.extend_from_slice(&to);
-                    zero(&mut self.held[run.start..]);
-                    written = self.held.len();
+                    zero(&mut self.held[run.start..self.pos]);
+                    written = self.pos;
                 }
             }
             out.extend_from_slice(&self.held[written..]);
             written = self.held.len();
+            // (A line break ending the text was left unread.)
+            self.pos = written;
         } else if let Some(run) = self.run.as_mut() {
             if self.pos - run.start > HELD_MOST {
                 // A long run (an image in JSON) is read a window at a
@@ -453,10 +459,18 @@ fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Wor
     if !work.spend(data.len()) {
         return Verdict::Withhold;
     }
-    match Rewriter::flat(patterns, data) {
-        Err(_) => return Verdict::Withhold,
-        Ok(Some(secret)) => return Verdict::Found(secret),
-        Ok(None) => {}
+    // Every spelling of a value the patterns read is text: in bytes that
+    // are mostly not (an image, a hash, compressed data) only the
+    // stretches of text are read. (The value's own bytes among them are
+    // found by the base64 and hexadecimal forms of the text the run
+    // stood in.)
+    let pieces = texts(data);
+    for piece in &pieces {
+        match Rewriter::flat(patterns, piece) {
+            Err(_) => return Verdict::Withhold,
+            Ok(Some(secret)) => return Verdict::Found(secret),
+            Ok(None) => {}
+        }
     }
     match inflate(data) {
         Inflated::Not => {}
@@ -478,13 +492,55 @@ fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Wor
         }
     }
     let mut found = Verdict::Clean;
-    runs_in(data, &mut |chars| {
-        if found == Verdict::Clean && chars.len() >= MIN_RUN {
-            found = read_chars(patterns, chars, depth + 1, work);
-        }
-    });
+    for piece in &pieces {
+        runs_in(piece, &mut |chars| {
+            if found == Verdict::Clean && chars.len() >= MIN_RUN {
+                found = read_chars(patterns, chars, depth + 1, work);
+            }
+        });
+    }
     found
 }
+
+/// Bytes of text: printable ASCII and blank space.
+fn is_text(b: u8) -> bool {
+    TEXT[b as usize]
+}
+
+/// The parts of `data` a spelling of a value may stand in: all of it
+/// where it is mostly text, else each stretch of text long enough to
+/// hold the shortest spelling looked for.
+fn texts(data: &[u8]) -> Vec<&[u8]> {
+    if promising(data) {
+        return vec![data];
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &b) in data.iter().enumerate() {
+        if !TEXT[b as usize] {
+            if i - start >= MIN_TEXT {
+                out.push(&data[start..i]);
+            }
+            start = i + 1;
+        }
+    }
+    if data.len() - start >= MIN_TEXT {
+        out.push(&data[start..]);
+    }
+    out
+}
+
+/// [`is_text`] by byte.
+const TEXT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_graphic() || matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+        b += 1;
+    }
+    t
+};
 
 /// Calls `f` with the characters of each run of `text` (whole).
 fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
@@ -547,10 +603,7 @@ fn promising(data: &[u8]) -> bool {
     if matches!(sniff(data), Some(Sniffed::Coded(_))) {
         return true;
     }
-    let text = data
-        .iter()
-        .filter(|&&b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        .count();
+    let text = data.iter().filter(|&&b| is_text(b)).count();
     text * 10 >= data.len() * 9
 }
 
@@ -831,6 +884,11 @@ mod tests {
             ("flask_cookie", cookie.into_bytes()),
             ("b64_of_gzip_wrapped", wrapped.join("\\r\\n").into_bytes()),
             ("b64_of_gzip_json_escaped", json_escaped),
+            // A spelling among bytes that are not text.
+            (
+                "b64_of_pct_among_bytes",
+                b64(&[&b"\x00\x9f\xfe\x01"[..], &pct(v), b"\xff\x00\x10"].concat()),
+            ),
             // Compressed by this crate's encoder too.
             ("b64_of_flate2_gzip", b64(&gzip(v))),
             ("b64_of_flate2_zlib_of_b64", b64(&zlib(&b64(v)))),
@@ -890,6 +948,21 @@ mod tests {
                 );
                 assert!(!holds(&out), "{kind} in {piece}: {s}");
             }
+        }
+    }
+
+    #[test]
+    fn a_run_that_ends_the_text_with_a_line_break_is_read() {
+        let p = scrub();
+        let gz = STANDARD.decode(GZIP_OF_VALUE).unwrap();
+        for end in ["\n", "\r\n", "\\n", "\n  "] {
+            let text = [&b64(&gz)[..], end.as_bytes()].concat();
+            for piece in [1, 5, text.len()] {
+                let out = scrubbed(&p, &text, piece).unwrap();
+                assert_eq!(out, [PLACEHOLDER.as_bytes(), end.as_bytes()].concat());
+            }
+            let clean = [&b"plain words, no run here"[..], end.as_bytes()].concat();
+            assert_eq!(scrubbed(&p, &clean, 3).unwrap(), clean);
         }
     }
 
