@@ -2,7 +2,7 @@
 //! takes what it runs: the table the rule for secret programs
 //! (`super`) reads an argv, or a shell line's words, by.
 //!
-//! warden reads one language, the shell's (`super::shell_words`). Code
+//! warden reads one language, the shell's (`super::shell::shell_words`). Code
 //! of any other language given inline (`python3 -c`, `perl -e`, an awk
 //! program) can build any path it opens from pieces (`'/'.join(...)`,
 //! `chr(47)`, `$ENV{HOME}`) that no reading short of running it can tell,

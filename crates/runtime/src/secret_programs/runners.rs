@@ -95,7 +95,8 @@ use warden_jail::secrets::PROGRAM_DIR;
 
 use crate::pathwalk::walk;
 
-use super::{is_assignment, paths_in, shell_words, Checker, Refusal, MAX_NESTED, RUNS};
+use super::shell::shell_words;
+use super::{is_assignment, paths_in, Checker, Refusal, MAX_NESTED, RUNS};
 use Carries::{Command, ShellLine, Split, Unreadable};
 
 /// Programs that run commands or code their arguments give them, and why
