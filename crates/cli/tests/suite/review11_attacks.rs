@@ -502,3 +502,58 @@ fn trailers_the_sandbox_sends_never_reach_a_secrets_host() {
         vec![("/trailers".to_string(), Vec::<String>::new())]
     );
 }
+
+#[test]
+fn ssh_to_a_secrets_host_goes_only_on_a_port_the_owner_names_and_its_refusal_names_the_option() {
+    if !egress_available() {
+        return;
+    }
+    let value = token();
+    let up = leaky_server(&value);
+    let ssh = Upstream::start(b"SSH-2.0-forge_server\r\n");
+    let dir = TempDir::new("r29-plain-port");
+    let script = format!(
+        r#"{PY_TALK}
+print('ssh', talk(socket.create_connection(('{HOST}', {p}), timeout=15), b'SSH-2.0-OpenSSH_9.6\r\n'))
+"#,
+        p = ssh.port
+    );
+    let run = |plain: bool, ev: &std::path::Path| {
+        let mut args = vec!["--allow-domain".to_string(), format!("{HOST}:{}", ssh.port)];
+        if plain {
+            args.push("--secret-plain-port".into());
+            args.push(format!("{HOST}:{}", ssh.port));
+        }
+        run_python(&value, up.port, &args, ev, &script)
+    };
+    // Without the owner's word: refused as what is not TLS to a secret's
+    // host, and the refusal says which option would let it go.
+    let ev = dir.path().join("refused.jsonl");
+    let out = run(false, &ev);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(!so.contains("forge_server"), "{so}");
+    assert!(ssh.connections().is_empty(), "{:?}", ssh.connections());
+    let refused = refused_with(&ev, "secret_needs_tls");
+    assert!(
+        refused.iter().any(|e| {
+            e["detail"].as_str().is_some_and(|d| {
+                d.contains("secret_plain_ports") || d.contains("--secret-plain-port")
+            })
+        }),
+        "{refused:?}\n{se}"
+    );
+    // With it: SSH's bytes reach the server and its answer comes back.
+    let ev = dir.path().join("allowed.jsonl");
+    let out = run(true, &ev);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.contains("SSH-2.0-forge_server"), "{so}\n{se}");
+    assert!(
+        ssh.connections()
+            .iter()
+            .any(|c| c.starts_with(b"SSH-2.0-OpenSSH_9.6")),
+        "{:?}",
+        ssh.connections()
+    );
+}

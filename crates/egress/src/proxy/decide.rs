@@ -137,10 +137,13 @@ pub(super) async fn verdict(
     // In ask mode, a name on no list may be put to a person as well.
     // (The name looked up once, above.)
     // A name the terminator serves is the exception: it is reached
-    // through its ClientHello alone, waited for as any first bytes are.
-    let terminated_addr = addressed
-        .as_ref()
-        .is_some_and(|name| must_terminate(shared, name, port));
+    // through its ClientHello alone, waited for as any first bytes are,
+    // save on a port of a secret's host the owner let carry plain bytes
+    // (`egress.secret_plain_ports`), which is that name's as any other.
+    let terminated_addr = addressed.as_ref().is_some_and(|name| {
+        let plain = shared.plain_allowed(name, port) && !shared.request_rules.covers(name, port);
+        must_terminate(shared, name, port) && !plain
+    });
     let by_address: Option<(String, Option<(String, bool)>)> = (!terminated_addr)
         .then_some(addressed.as_ref())
         .flatten()
