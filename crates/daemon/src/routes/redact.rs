@@ -165,7 +165,8 @@ pub fn hidden_from_callers(app: &App) -> Hidden {
 /// it whole. A token holder always gets its status, class, reason code
 /// and field; its words only when they are not the host's: a failure of
 /// the daemon's (5xx), a refusal the host's side made (a supervisor's, a
-/// share's: a code of [`CODES`]), and any text that names one of the
+/// share's: a code of [`CODES`], or a supervisor's without one), and any
+/// text that names one of the
 /// owner's paths that [`layer`] does not hide by name (the sandbox's
 /// workspace and shares, which may lie anywhere on the host) are said
 /// as what failed, with its code, and that the daemon's owner sees why
@@ -183,13 +184,16 @@ pub fn lifecycle_error(
         return e;
     }
     let message = &e.problem.message;
-    let from_host = e
+    let coded = e
         .problem
         .reason
         .as_deref()
         .is_some_and(|r| warden_runtime::lifecycle::refusal::CODES.contains(&r))
         // Worded by its code already: names no path.
         && !message.starts_with(&format!("sandbox {id} is not started: "));
+    // A supervisor's refusal without a code: its own words.
+    let uncoded = e.problem.code == "refused" && e.problem.reason.is_none();
+    let from_host = coded || uncoded;
     let names_a_path = sb.is_some_and(|sb| {
         owners_paths(sb)
             .iter()
@@ -410,6 +414,17 @@ mod tests {
         // is told a token as it is.
         let owner = lifecycle_error(&Caller::Owner, None, "v", "its resume", share());
         assert!(owner.problem.message.contains("/home/o/q"));
+        let said = ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            "cannot open /srv/owner/key",
+        );
+        let told = lifecycle_error(&a_token(), None, "v", "its start", said);
+        assert!(
+            !told.problem.message.contains("/srv"),
+            "{}",
+            told.problem.message
+        );
         let plain = ApiError::conflict("sandbox v is not paused");
         let told = lifecycle_error(&a_token(), None, "v", "its resume", plain);
         assert_eq!(told.problem.message, "sandbox v is not paused");
