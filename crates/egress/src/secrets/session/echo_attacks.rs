@@ -285,8 +285,9 @@ async fn a_value_spelled_back_by_an_ordinary_server_never_reaches_the_sandbox() 
     // back as it was sent, the value inside.
     for in_bodies in [false, true] {
         let sb = setup(in_bodies).await;
-        let (status, _, body) = fetch(&sb, get(&sb, "/gz")).await;
-        assert_eq!(status, StatusCode::OK);
+        // (A body cut before its first byte may end the connection
+        // before its head is written: no answer at all.)
+        let (_, _, body) = fetch(&sb, get(&sb, "/gz")).await;
         let got = match &body {
             Ok(b) => b.to_vec(),
             Err(e) => e.clone().into_bytes(),
