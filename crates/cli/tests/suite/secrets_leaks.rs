@@ -857,6 +857,7 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
 
 mod decoded;
 mod leaving;
+mod nested;
 mod readable;
 mod sniffed;
 mod wrapped;
