@@ -557,3 +557,80 @@ print('ssh', talk(socket.create_connection(('{HOST}', {p}), timeout=15), b'SSH-2
         ssh.connections()
     );
 }
+
+#[test]
+fn a_value_stored_through_a_secrets_host_never_comes_back_real_through_a_name_pinned_beside_it() {
+    // Outside review 29, finding 1: one application on two TLS ports
+    // sharing its storage; the value stored through the secret's name
+    // and port came back real through another name pinned to the same
+    // address on the other port (spliced). The reader verifies nothing
+    // (`-k`), as an attacker's would not.
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let note = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let app = |note: std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+        move |r: &crate::common::upstream::RawRequest| {
+            let body = if r.target == "/store" {
+                *note.lock().unwrap() = r.body.clone();
+                b"stored".to_vec()
+            } else {
+                note.lock().unwrap().clone()
+            };
+            let mut out = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            out.extend_from_slice(&body);
+            vec![out]
+        }
+    };
+    let names = [HOST, "other.review29.test"];
+    let own = RawUpstream::start(&ca, &names, app(note.clone()));
+    let other = RawUpstream::start(&ca, &names, app(note.clone()));
+    let value = token();
+    let dir = TempDir::new("r29-beside");
+    let ev = dir.path().join("events.jsonl");
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{}", own.port))
+        .args(["--secret-in-body", "TOKEN"])
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--add-host", "other.review29.test=127.0.0.1"])
+        .args([
+            "--allow-domain",
+            &format!("other.review29.test:{}", other.port),
+        ])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .arg("--json-events")
+        .arg(&ev)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                r#"curl -sS --noproxy '*' -d "note=$TOKEN" "https://{HOST}:{}/store"; echo
+curl -sSk --noproxy '*' "https://other.review29.test:{}/load"; echo
+curl -sS --noproxy '*' -o /dev/null -w 'stored-beside %{{http_code}}\n' -d "note=$TOKEN" "https://other.review29.test:{}/store""#,
+                own.port, other.port, other.port
+            ),
+        ])
+        .env("TOKEN", &value)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        note.lock().unwrap().ends_with(value.as_bytes()),
+        "the secret's own host did not get the value: {so}\n{se}"
+    );
+    assert!(so.starts_with("stored\n"), "{so}\n{se}");
+    assert!(!so.contains(&value), "the real value came back: {so}");
+    assert!(so.contains("note=warden-secret-"), "{so}\n{se}");
+    // No placeholder is put in towards the name beside: blocked.
+    assert!(so.contains("stored-beside "), "{so}\n{se}");
+    assert!(!so.contains("stored-beside 200"), "{so}\n{se}");
+    assert!(se.contains("blocked"), "{se}");
+}
