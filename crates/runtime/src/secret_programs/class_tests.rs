@@ -440,3 +440,130 @@ fn the_owners_ordinary_secret_programs_still_run_with_a_root_under_home() {
     }
     warden_workspace::fsutil::remove_tree(&t).unwrap();
 }
+
+/// Spellings of the same family that the rule's paths and shell reading
+/// refused already: they stay refused beside the classes (`sh
+/// /dev/fd/3` after `exec 3<` a root's file now meets the view first).
+#[test]
+fn the_families_spellings_read_by_their_paths_stay_refused() {
+    let t = std::env::temp_dir().join(format!("warden-secret-family-{}", std::process::id()));
+    let _ = warden_workspace::fsutil::remove_tree(&t);
+    std::fs::create_dir_all(t.join("home/proj")).unwrap();
+    let t = t.canonicalize().unwrap();
+    let home = t.join("home");
+    let root = home.join("proj");
+    let writable = [root.clone()];
+    let env = [("HOME".to_string(), home.clone().into_os_string())];
+    let w = Err(SECRET_PROGRAM_WRITABLE);
+    let u = Err(SECRET_PROGRAM_UNREADABLE_ARGS);
+    let r = root.to_str().unwrap();
+    let cases: Vec<(Vec<String>, Result<(), &str>)> = vec![
+        (
+            vec!["/bin/sh".into(), "-c".into(), format!("cd {r} && ./get.sh")],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/env".into(),
+                "-C".into(),
+                r.into(),
+                "./get.sh".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/sudo".into(),
+                format!("--chdir={r}"),
+                "./get.sh".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/bin/bash".into(),
+                "-c".into(),
+                format!("sh <(cat {r}/get.sh)"),
+            ],
+            w,
+        ),
+        (
+            vec!["/bin/sh".into(), "-c".into(), format!(". {r}/get.sh")],
+            w,
+        ),
+        (
+            vec![
+                "/bin/bash".into(),
+                "-c".into(),
+                "source ~/proj/get.sh".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!("exec 3<{r}/get.sh; sh /dev/fd/3"),
+            ],
+            u,
+        ),
+        (
+            vec!["/bin/bash".into(), "-c".into(), "bash <<< 'sh x'".into()],
+            u,
+        ),
+        (
+            vec!["/bin/busybox".into(), "sh".into(), format!("{r}/get.sh")],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/cmake".into(),
+                "-P".into(),
+                format!("{r}/get.cmake"),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/local/bin/git".into(),
+                "-C".into(),
+                r.into(),
+                "commit".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/setsid".into(),
+                "sh".into(),
+                "-c".into(),
+                "~/proj/get.sh".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/ssh".into(),
+                "-F".into(),
+                format!("{r}/ssh_config"),
+                "h".into(),
+            ],
+            w,
+        ),
+        (
+            vec![
+                "/usr/bin/scp".into(),
+                "-S".into(),
+                format!("{r}/get.sh"),
+                "a".into(),
+                "b".into(),
+            ],
+            w,
+        ),
+    ];
+    for (argv, want) in cases {
+        let got = check_with(&[secret(&argv)], &writable, &env).map_err(|r| r.code());
+        assert_eq!(got, want, "{argv:?}");
+    }
+    warden_workspace::fsutil::remove_tree(&t).unwrap();
+}
