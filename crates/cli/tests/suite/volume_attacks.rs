@@ -520,6 +520,10 @@ print("result", sum(got), worst_dns, worst_conn, probes, flush=True)
         .args(["--add-host", &format!("{HOST}=127.0.0.1")])
         .args(["--allow-domain", &format!("other.test:{other_port}")])
         .args(["--add-host", "other.test=127.0.0.1"])
+        // other.test shares the secret's host's address, so it is served
+        // as that host; the probe's plain bytes go on the port the owner
+        // names for them.
+        .args(["--secret-plain-port", &format!("other.test:{other_port}")])
         .args(["--upstream-ca", &ca.pem_path()])
         .args(["--", "python3", "-c", &script])
         // A token that starts with the letter of the text (as Slack's do):
@@ -570,8 +574,9 @@ print("result", sum(got), worst_dns, worst_conn, probes, flush=True)
 /// threads on it: download, over several connections to a secret's host,
 /// text made of a letter that a base64 or spelled form of a value could
 /// start with. The proxy must keep answering the same sandbox's DNS
-/// queries and new connections promptly meanwhile, and spend about as
-/// much CPU per MB of such text as of text that no form starts with.
+/// queries and new connections promptly meanwhile, and spend no more
+/// than a few times the CPU per MB of such text as of text that no form
+/// starts with.
 #[test]
 fn downloading_scrubbed_text_cannot_starve_the_proxy_or_cost_more_than_plain_text() {
     if !egress_available() {
@@ -614,8 +619,15 @@ fn downloading_scrubbed_text_cannot_starve_the_proxy_or_cost_more_than_plain_tex
             d.worst_connect
         );
     }
+    // The scrub reads inside runs of base64 (a value nested in two
+    // encodings): a run is decoded once more and what it gives is read,
+    // which made a base64 letter's text cost about 2.5 times '!''s in a
+    // debug build (the release build's scrub of base64-heavy JSON runs
+    // at about 0.4 of its speed without it). The bound is what a cost
+    // growing with more than the text's length, or a run read more than
+    // a few times, would pass.
     assert!(
-        per_mb(&letters) < 2.0 * per_mb(&plain),
+        per_mb(&letters) < 4.0 * per_mb(&plain),
         "text of one base64 letter costs the supervisor {:.4} CPU s per MB, text of '!' {:.4}",
         per_mb(&letters),
         per_mb(&plain)
