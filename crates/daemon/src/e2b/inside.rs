@@ -36,8 +36,14 @@ pub(super) async fn connect_inside(
     .flatten()
 }
 
+/// Nothing (or nothing any more) listens there: refused, or reset or
+/// aborted by a server that was ending as the connection came (its
+/// listening socket closed with the connection queued), as when a server
+/// is killed just before it is asked for again.
 pub(super) fn refused(e: &ClientError) -> bool {
-    matches!(e, ClientError::Connect { source, .. } if *source == nix::errno::Errno::ECONNREFUSED)
+    use nix::errno::Errno;
+    matches!(e, ClientError::Connect { source, .. }
+        if matches!(*source, Errno::ECONNREFUSED | Errno::ECONNRESET | Errno::ECONNABORTED))
 }
 
 /// Whether something listens on `port` inside sandbox `id`.
