@@ -12,7 +12,7 @@
 //! one whose stage cannot be paid yet waits (reads nothing more from the
 //! upstream) until other bodies give memory back.
 
-mod bound;
+pub(in crate::secrets) mod bound;
 
 pub(super) use bound::{allowed as bound_of, Budget, OnOver, Over};
 

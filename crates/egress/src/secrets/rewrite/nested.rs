@@ -203,6 +203,13 @@ pub(super) struct Runs {
     /// The next byte of `held` to read.
     pos: usize,
     run: Option<Run>,
+    /// Bytes of the stream pushed so far.
+    seen: usize,
+    /// Bytes of decoding done for the stream's runs so far: held to
+    /// [`Runs::limit`], so that many short runs that each inflate far
+    /// cannot make the proxy work through more than a bound of the
+    /// stream's own length (as a body's decoding is bounded).
+    spent: usize,
 }
 
 impl Runs {
@@ -211,7 +218,18 @@ impl Runs {
             held: Vec::new(),
             pos: 0,
             run: None,
+            seen: 0,
+            spent: 0,
         }
+    }
+
+    /// The most decoding the stream's runs may work through, all of them
+    /// together: the bound of what a body may decode to (a floor and a
+    /// ratio of the stream's bytes so far).
+    fn limit(&self) -> usize {
+        let ratio = crate::secrets::coding::bound::RATIO as usize;
+        let floor = crate::secrets::coding::bound::FLOOR as usize;
+        floor.saturating_add(self.seen.saturating_mul(ratio))
     }
 
     /// `data`, the stream's next bytes (`last`: its end), with every run
@@ -225,6 +243,8 @@ impl Runs {
         replaced: &mut Vec<usize>,
     ) -> Result<Vec<u8>, Blocked> {
         self.held.extend_from_slice(data);
+        self.seen = self.seen.saturating_add(data.len());
+        let limit = self.limit();
         let mut out = Vec::with_capacity(self.held.len());
         // Bytes of `held` before this are written out (or replaced).
         let mut written = 0;
@@ -291,7 +311,7 @@ impl Runs {
                 if let Some(mut run) = self.run.take() {
                     out.extend_from_slice(&self.held[written..run.start]);
                     written = run.start;
-                    let verdict = read_run(patterns, &run.chars);
+                    let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
                     if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
                         out.extend_from_slice(&to);
                         zero(&mut self.held[run.start..self.pos]);
@@ -304,7 +324,7 @@ impl Runs {
             if let Some(mut run) = self.run.take() {
                 out.extend_from_slice(&self.held[written..run.start]);
                 written = run.start;
-                let verdict = read_run(patterns, &run.chars);
+                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
                 if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
                     out.extend_from_slice(&to);
                     zero(&mut self.held[run.start..self.pos]);
@@ -320,7 +340,7 @@ impl Runs {
                 // A long run (an image in JSON) is read a window at a
                 // time: a value nested in it is inside one window or in
                 // the overlap kept for the next.
-                let verdict = read_run(patterns, &run.chars);
+                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
                 if verdict != Verdict::Clean {
                     return Err(withheld());
                 }
@@ -420,7 +440,21 @@ impl Work {
     }
 }
 
+/// [`read_run`] within what is left of a stream's bound (`limit` less
+/// `spent`), the work done added to `spent`; past the bound, withheld.
+fn read_spent(patterns: &Arc<Patterns>, chars: &[u8], spent: &mut usize, limit: usize) -> Verdict {
+    if chars.len() < MIN_RUN {
+        return Verdict::Clean;
+    }
+    let allowed = budget(chars.len()).min(limit.saturating_sub(*spent));
+    let mut work = Work(allowed);
+    let verdict = read_chars(patterns, chars, 1, &mut work);
+    *spent = spent.saturating_add(allowed - work.0);
+    verdict
+}
+
 /// What a run of `chars` (its characters, escapes and breaks read) holds.
+#[cfg(test)]
 fn read_run(patterns: &Arc<Patterns>, chars: &[u8]) -> Verdict {
     if chars.len() < MIN_RUN {
         return Verdict::Clean;
@@ -919,6 +953,34 @@ mod tests {
             found |= read_run(&p, chars) != Verdict::Clean;
         });
         found
+    }
+
+    /// Outside review 31: every run had a budget of its own (about
+    /// 512 KiB) and nothing bounded them together, so a 1 MiB body of
+    /// short runs that each inflate far (base64 of gzip of base64 of
+    /// gzip of 180 KiB) made the proxy decode and scan some 1.8 GB: 204 s
+    /// of CPU in a debug build. The runs of one stream share the bound of
+    /// what a body may decode to; past it the body is withheld.
+    #[test]
+    fn many_short_runs_that_each_inflate_far_are_withheld_at_the_streams_bound() {
+        let p = scrub();
+        let inner = b64(&gzip(&vec![b'A'; 180 << 10]));
+        let run = b64(&gzip(&inner));
+        assert!(run.len() < 1024, "{}", run.len());
+        // A body whose runs together would decode to far more than its
+        // bound (16 MiB and 64 times its bytes).
+        let mut body = Vec::new();
+        while body.len() < 96 << 10 {
+            body.extend_from_slice(&run);
+            body.push(b' ');
+        }
+        let runs = body.len() / (run.len() + 1);
+        assert!(runs * (360 << 10) > (16 << 20) + 64 * body.len(), "{runs}");
+        let err = scrubbed(&p, &body, 16 << 10).unwrap_err();
+        assert!(matches!(err.violation, Violation::Nested), "{err:?}");
+        // One such run alone is read and passes.
+        let one = [&b"x "[..], &run, b" y"].concat();
+        assert_eq!(scrubbed(&p, &one, 1 << 10).unwrap(), one);
     }
 
     #[test]
