@@ -1125,7 +1125,11 @@ fn an_interactive_terminal_gets_a_pty_that_follows_window_resizes() {
 #[test]
 fn ctrl_c_on_the_terminal_interrupts_the_sandboxed_command() {
     let mut term = TestTerminal::open(24, 80);
-    let py = "import time\nprint('ready', flush=True)\ntime.sleep(20)\n";
+    // Short sleeps: Python notes a signal in a flag its loop reads
+    // between bytecodes, so one that lands between that read and the
+    // sleep's system call waits out the whole sleep (a Ctrl-C sent as
+    // soon as `ready` shows hit that window about once in thirty runs).
+    let py = "import time\nprint('ready', flush=True)\nfor _ in range(200):\n    time.sleep(0.1)\n";
     let mut child = warden_on_terminal(&term, py);
     let seen = term.expect("ready", Duration::from_secs(10));
     assert!(seen.contains("ready"), "{seen:?}");
@@ -1148,7 +1152,11 @@ fn ctrl_c_on_the_terminal_interrupts_a_command_run_without_a_pty() {
     // `-T`: no pty, so the command is in a session of its own and the
     // terminal's SIGINT reaches it through the init, not directly.
     let mut term = TestTerminal::open(24, 80);
-    let py = "import time\nprint('ready', flush=True)\ntime.sleep(20)\n";
+    // Short sleeps: Python notes a signal in a flag its loop reads
+    // between bytecodes, so one that lands between that read and the
+    // sleep's system call waits out the whole sleep (a Ctrl-C sent as
+    // soon as `ready` shows hit that window about once in thirty runs).
+    let py = "import time\nprint('ready', flush=True)\nfor _ in range(200):\n    time.sleep(0.1)\n";
     let mut child =
         term.spawn(Command::new(warden_bin()).args(["run", "-T", "--", "python3", "-c", py]));
     let seen = term.expect("ready", Duration::from_secs(10));
