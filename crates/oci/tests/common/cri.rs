@@ -190,7 +190,21 @@ impl Node {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let channel = rt.block_on(connect(sock)).unwrap();
+        // The socket's file is there from containerd's bind; until it
+        // listens, a connection is refused: asked again until the deadline.
+        let channel = loop {
+            match rt.block_on(connect(sock.clone())) {
+                Ok(c) => break c,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "containerd did not answer on its socket: {e}: {}",
+                        std::fs::read_to_string(p.join("containerd.log")).unwrap_or_default()
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        };
         let node = Node {
             dir,
             child: Mutex::new(child),
