@@ -308,29 +308,11 @@ impl Runs {
                 },
             };
             if ended {
-                if let Some(mut run) = self.run.take() {
-                    out.extend_from_slice(&self.held[written..run.start]);
-                    written = run.start;
-                    let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
-                    if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
-                        out.extend_from_slice(&to);
-                        zero(&mut self.held[run.start..self.pos]);
-                        written = self.pos;
-                    }
-                }
+                self.end_run(patterns, limit, &mut out, &mut written, replaced)?;
             }
         }
         if last {
-            if let Some(mut run) = self.run.take() {
-                out.extend_from_slice(&self.held[written..run.start]);
-                written = run.start;
-                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
-                if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
-                    out.extend_from_slice(&to);
-                    zero(&mut self.held[run.start..self.pos]);
-                    written = self.pos;
-                }
-            }
+            self.end_run(patterns, limit, &mut out, &mut written, replaced)?;
             out.extend_from_slice(&self.held[written..]);
             written = self.held.len();
             // (A line break ending the text was left unread.)
@@ -372,6 +354,31 @@ impl Runs {
     /// What a run with `verdict` becomes: its secret's placeholder, or
     /// nothing (it stays); withheld past a bound, or where windows of it
     /// were written out already.
+    /// The run that ended at `pos`, if any, read within the stream's
+    /// bound: what comes before it written out, then the run as it is or
+    /// its placeholder (`written`: the next byte of `held` to write).
+    fn end_run(
+        &mut self,
+        patterns: &Arc<Patterns>,
+        limit: usize,
+        out: &mut Vec<u8>,
+        written: &mut usize,
+        replaced: &mut Vec<usize>,
+    ) -> Result<(), Blocked> {
+        let Some(mut run) = self.run.take() else {
+            return Ok(());
+        };
+        out.extend_from_slice(&self.held[*written..run.start]);
+        *written = run.start;
+        let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
+        if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
+            out.extend_from_slice(&to);
+            zero(&mut self.held[run.start..self.pos]);
+            *written = self.pos;
+        }
+        Ok(())
+    }
+
     fn decide(
         &self,
         patterns: &Arc<Patterns>,
