@@ -1,0 +1,230 @@
+//! What a run's decodings hold: each decoding read as any text is, as
+//! compressed data, and for runs of its own, within a budget of work.
+
+use super::decode::{decodings, inflate, Inflated};
+use super::{budget, unit, Unit, Verdict, DEPTH, MIN_RUN, MIN_TEXT, RUN};
+use crate::secrets::rewrite::{Patterns, Rewriter};
+use crate::secrets::sniff::{sniff, Sniffed};
+use crate::secrets::zero;
+use std::sync::Arc;
+
+/// Bytes of decoding left to one run.
+struct Work(usize);
+
+impl Work {
+    fn spend(&mut self, n: usize) -> bool {
+        match self.0.checked_sub(n) {
+            Some(left) => {
+                self.0 = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// [`read_run`] within what is left of a stream's bound (`limit` less
+/// `spent`), the work done added to `spent`; past the bound, withheld.
+pub(super) fn read_spent(
+    patterns: &Arc<Patterns>,
+    chars: &[u8],
+    spent: &mut usize,
+    limit: usize,
+) -> Verdict {
+    if chars.len() < MIN_RUN {
+        return Verdict::Clean;
+    }
+    let allowed = budget(chars.len()).min(limit.saturating_sub(*spent));
+    let mut work = Work(allowed);
+    let verdict = read_chars(patterns, chars, 1, &mut work);
+    *spent = spent.saturating_add(allowed - work.0);
+    verdict
+}
+
+/// What a run of `chars` (its characters, escapes and breaks read) holds.
+#[cfg(test)]
+pub(super) fn read_run(patterns: &Arc<Patterns>, chars: &[u8]) -> Verdict {
+    if chars.len() < MIN_RUN {
+        return Verdict::Clean;
+    }
+    let mut work = Work(budget(chars.len()));
+    read_chars(patterns, chars, 1, &mut work)
+}
+
+/// Each decoding of a run's characters read at `depth`.
+fn read_chars(patterns: &Arc<Patterns>, chars: &[u8], depth: usize, work: &mut Work) -> Verdict {
+    for mut decoded in decodings(chars) {
+        let v = if depth > DEPTH {
+            // One step past the bound: withheld where a value could still
+            // hide in what it gives.
+            if promising(&decoded) {
+                Verdict::Withhold
+            } else {
+                Verdict::Clean
+            }
+        } else {
+            read_data(patterns, &decoded, depth, work)
+        };
+        if v != Verdict::Clean {
+            // It holds a value (or may): erased.
+            zero(&mut decoded);
+            return v;
+        }
+    }
+    Verdict::Clean
+}
+
+/// What decoded `data` (at `depth` steps below the text) holds: a value
+/// as the scrub reads any text, or inside compressed data, or inside runs
+/// of its own.
+fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Work) -> Verdict {
+    if !work.spend(data.len()) {
+        return Verdict::Withhold;
+    }
+    // Every spelling of a value the patterns read is text: in bytes that
+    // are mostly not (an image, a hash, compressed data) only the
+    // stretches of text are read. (The value's own bytes among them are
+    // found by the base64 and hexadecimal forms of the text the run
+    // stood in.)
+    let pieces = texts(data);
+    for piece in &pieces {
+        match Rewriter::flat(patterns, piece) {
+            Err(_) => return Verdict::Withhold,
+            Ok(Some(secret)) => return Verdict::Found(secret),
+            Ok(None) => {}
+        }
+    }
+    match inflate(data) {
+        Inflated::Not => {}
+        Inflated::Over => return Verdict::Withhold,
+        Inflated::To(mut plain) => {
+            let v = if depth >= DEPTH {
+                if promising(&plain) {
+                    Verdict::Withhold
+                } else {
+                    Verdict::Clean
+                }
+            } else {
+                read_data(patterns, &plain, depth + 1, work)
+            };
+            if v != Verdict::Clean {
+                zero(&mut plain);
+                return v;
+            }
+        }
+    }
+    let mut found = Verdict::Clean;
+    for piece in &pieces {
+        runs_in(piece, &mut |chars| {
+            if found == Verdict::Clean && chars.len() >= MIN_RUN {
+                found = read_chars(patterns, chars, depth + 1, work);
+            }
+        });
+    }
+    found
+}
+
+/// Bytes of text: printable ASCII and blank space.
+fn is_text(b: u8) -> bool {
+    TEXT[b as usize]
+}
+
+/// The parts of `data` a spelling of a value may stand in: all of it
+/// where it is mostly text, else each stretch of text long enough to
+/// hold the shortest spelling looked for.
+fn texts(data: &[u8]) -> Vec<&[u8]> {
+    if promising(data) {
+        return vec![data];
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &b) in data.iter().enumerate() {
+        if !TEXT[b as usize] {
+            if i - start >= MIN_TEXT {
+                out.push(&data[start..i]);
+            }
+            start = i + 1;
+        }
+    }
+    if data.len() - start >= MIN_TEXT {
+        out.push(&data[start..]);
+    }
+    out
+}
+
+/// [`is_text`] by byte.
+const TEXT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_graphic() || matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+        b += 1;
+    }
+    t
+};
+
+/// Calls `f` with the characters of each run of `text` (whole).
+pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
+    {
+        let mut pos = 0;
+        let mut chars: Vec<u8> = Vec::new();
+        let mut padded = false;
+        while pos < text.len() {
+            if !padded && RUN[text[pos] as usize] {
+                // Plain characters, as most of a run is: at once.
+                let n = text[pos..].iter().take_while(|&&b| RUN[b as usize]).count();
+                chars.extend_from_slice(&text[pos..pos + n]);
+                pos += n;
+                continue;
+            }
+            if chars.is_empty() && !matches!(text[pos], b'%' | b'\\') {
+                pos += 1;
+                continue;
+            }
+            let u = unit(&text[pos..], true);
+            match u {
+                Unit::Char(c, n) if c != b'=' || !chars.is_empty() => {
+                    if padded && c != b'=' {
+                        f(&chars);
+                        chars.clear();
+                    }
+                    padded = c == b'=';
+                    chars.push(c);
+                    pos += n;
+                }
+                Unit::Break(n)
+                    if !chars.is_empty()
+                        && !padded
+                        && matches!(unit(&text[pos + n..], true), Unit::Char(c, _) if c != b'=') =>
+                {
+                    pos += n;
+                }
+                _ => {
+                    if !chars.is_empty() {
+                        f(&chars);
+                        chars.clear();
+                    }
+                    padded = false;
+                    pos += 1;
+                }
+            }
+        }
+        if !chars.is_empty() {
+            f(&chars);
+        }
+    }
+}
+
+/// Whether `data` is what a value could still hide in one step further:
+/// text (most of its bytes printable ASCII), or compressed data.
+pub(super) fn promising(data: &[u8]) -> bool {
+    if data.len() < MIN_RUN / 2 {
+        return false;
+    }
+    if matches!(sniff(data), Some(Sniffed::Coded(_))) {
+        return true;
+    }
+    let text = data.iter().filter(|&&b| is_text(b)).count();
+    text * 10 >= data.len() * 9
+}
