@@ -43,37 +43,18 @@ pub(super) fn check(
 
 #[cfg(test)]
 mod tests {
-    use crate::compose::{Layer, Origin, Val};
-    use crate::trust::Trust;
     use crate::*;
 
     /// The field and reason of resolving `flags` (a command, a named
     /// sandbox's kept home, a directory of caches), rootless or not.
     fn refusal(flags: &[(Field, &str)], rootless: bool) -> Option<(Field, &'static str)> {
-        let mut layer = Layer::default();
-        layer.add_one(
-            Field::Command,
-            Val::Argv(vec!["true".into()]),
-            Origin::CommandLine,
-        );
-        for (field, text) in flags {
-            layer
-                .add_text(*field, text, Origin::CommandLine, Trust::Owner)
-                .unwrap();
-        }
         let placement = Placement {
             home_dir: Some("/state/sandboxes/g/home".into()),
             cache_dir: Some("/state/caches/default".into()),
             rootless,
             ..Placement::default()
         };
-        let defaults = Defaults::for_host(HostFacts {
-            total_memory: 8 << 30,
-            cpus: 2,
-            pid_max: 1 << 22,
-        });
-        let e = layer.resolve(&placement, &defaults, &[]).err()?;
-        Some((e.field()?, e.code()))
+        super::super::tests::refusal(flags, &placement)
     }
 
     #[test]

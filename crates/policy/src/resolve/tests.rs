@@ -13,6 +13,27 @@ fn defaults() -> Defaults {
     })
 }
 
+/// The field and reason code of resolving `flags`, given at the command
+/// line after a command, in `placement`: `None` when it resolves.
+pub(super) fn refusal(
+    flags: &[(Field, &str)],
+    placement: &Placement,
+) -> Option<(Field, &'static str)> {
+    let mut layer = Layer::default();
+    layer.add_one(
+        Field::Command,
+        Val::Argv(vec!["true".into()]),
+        Origin::CommandLine,
+    );
+    for (field, text) in flags {
+        layer
+            .add_text(*field, text, Origin::CommandLine, Trust::Owner)
+            .unwrap();
+    }
+    let e = layer.resolve(placement, &defaults(), &[]).err()?;
+    Some((e.field()?, e.code()))
+}
+
 /// The field and problem of a failed resolution.
 fn problem(r: Result<SandboxSpec, ResolveError>) -> Option<(Field, Problem)> {
     let e = r.err()?;

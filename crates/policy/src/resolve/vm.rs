@@ -21,24 +21,11 @@ pub(super) fn check(isolation: Isolation, rootless: bool, keeps: bool) -> Result
 
 #[cfg(test)]
 mod tests {
-    use crate::compose::{Layer, Origin, Val};
-    use crate::trust::Trust;
     use crate::*;
 
     /// The field and reason of resolving `flags` for a named sandbox
     /// (its layer kept in the state), rootless or not.
     fn refusal(flags: &[(Field, &str)], rootless: bool) -> Option<(Field, &'static str)> {
-        let mut layer = Layer::default();
-        layer.add_one(
-            Field::Command,
-            Val::Argv(vec!["true".into()]),
-            Origin::CommandLine,
-        );
-        for (field, text) in flags {
-            layer
-                .add_text(*field, text, Origin::CommandLine, Trust::Owner)
-                .unwrap();
-        }
         let placement = Placement {
             workspace: Some(KeptWorkspace::Overlay(OverlayDirs {
                 upper: "/state/sandboxes/v/upper".into(),
@@ -47,13 +34,7 @@ mod tests {
             rootless,
             ..Placement::default()
         };
-        let defaults = Defaults::for_host(HostFacts {
-            total_memory: 8 << 30,
-            cpus: 2,
-            pid_max: 1 << 22,
-        });
-        let e = layer.resolve(&placement, &defaults, &[]).err()?;
-        Some((e.field()?, e.code()))
+        super::super::tests::refusal(flags, &placement)
     }
 
     #[test]
