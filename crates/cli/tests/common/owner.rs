@@ -6,8 +6,9 @@
 //! host.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::daemon::{curl_available, token, Daemon, WORKER_SCOPES};
+use super::daemon::{curl_available, json_as, token, Daemon, WORKER_SCOPES};
 use super::{skip, warden_bin, TempDir};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -34,6 +35,12 @@ impl OwnerHost {
             skip("curl is not installed");
             return None;
         }
+        Some(OwnerHost::at(tag))
+    }
+
+    /// [`OwnerHost::new`] for a test that never calls its daemon over
+    /// curl.
+    pub fn at(tag: &str) -> OwnerHost {
         let dir = TempDir::new(tag);
         let config = dir.path().join("config");
         std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
@@ -42,12 +49,12 @@ impl OwnerHost {
         std::fs::create_dir_all(&root).unwrap();
         let root = root.canonicalize().unwrap();
         let marker = dir.path().join("ran-on-host");
-        Some(OwnerHost {
+        OwnerHost {
             dir,
             config,
             root,
             marker,
-        })
+        }
     }
 
     /// A project `name` under the root holding `file` (a path in it, its
@@ -63,6 +70,57 @@ impl OwnerHost {
     /// The catalogue's entry for profile `name` (not written).
     pub fn profile(&self, name: &str) -> PathBuf {
         self.config.join(format!("warden/profiles/{name}.yaml"))
+    }
+
+    /// Profile `name` in the catalogue: secret `API_TOKEN`, for
+    /// example.com, read from the program `argv`. The secret's name stands
+    /// on the file's line 2, column 3.
+    pub fn secret_profile(&self, name: &str, argv: &[impl AsRef<str>]) {
+        let list = argv
+            .iter()
+            .map(|a| format!("{:?}", a.as_ref()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        std::fs::write(
+            self.profile(name),
+            format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
+        )
+        .unwrap();
+    }
+
+    /// An executable script at `path` (its directories made) that leaves
+    /// the mark and prints a token: what a token's committed program does.
+    pub fn plant(&self, path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            path,
+            format!("#!/bin/sh\ntouch {}\necho tok-abc\n", self.marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(path, PermissionsExt::from_mode(0o755)).unwrap();
+    }
+
+    /// `argv` run on the host as a secret's program is (from `/`, the
+    /// fixed search path, the owner's home): whether it left the mark.
+    /// The mark is taken away again. A spelling that does not run the
+    /// token's code here proves nothing when warden refuses it.
+    pub fn runs_the_tokens_code(&self, argv: &[String]) -> bool {
+        let _ = Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir("/")
+            .env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("HOME", self.dir.path().join("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let ran = self.marker.exists();
+        let _ = std::fs::remove_file(&self.marker);
+        ran
     }
 
     /// The arguments that give the daemon the root.
@@ -98,9 +156,15 @@ impl OwnerHost {
     /// `warden ARGS` as the owner at the terminal, with the daemon's
     /// state and the owner's catalogue.
     pub fn owner(&self, args: &[&str]) -> Output {
+        self.owner_in(&self.dir.path().join("warden"), args)
+    }
+
+    /// [`OwnerHost::owner`] with the state directory `state` (a terminal
+    /// whose state is not the daemon's) and the daemon's catalogue.
+    pub fn owner_in(&self, state: &Path, args: &[&str]) -> Output {
         Command::new(warden_bin())
             .args(args)
-            .env("WARDEN_STATE_DIR", self.dir.path().join("warden"))
+            .env("WARDEN_STATE_DIR", state)
             .env("XDG_CONFIG_HOME", &self.config)
             .env("HOME", self.dir.path().join("home"))
             .stdin(Stdio::null())
@@ -114,4 +178,23 @@ impl OwnerHost {
         std::thread::sleep(Duration::from_millis(300));
         self.marker.exists()
     }
+}
+
+/// A sandbox `named` made by token `t` from profile `profile`, and
+/// deleted again: the status and body of the make.
+pub fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
+    let r = json_as(d, t, "POST", "/v1/sandboxes", &body);
+    json_as(d, t, "DELETE", "/v1/sandboxes/named", "");
+    r
+}
+
+/// `path`'s components, each single-quoted, none of which names a
+/// directory: a program that joins them at run time reaches `path`
+/// without any argument naming it.
+pub fn path_in_pieces(path: &Path) -> Vec<String> {
+    path.components()
+        .skip(1)
+        .map(|c| format!("'{}'", c.as_os_str().to_str().unwrap()))
+        .collect()
 }

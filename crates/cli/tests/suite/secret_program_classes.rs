@@ -17,29 +17,6 @@ use crate::common::owner::OwnerHost;
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-/// `argv` run on the host as a secret's program is (from `/`, the fixed
-/// search path, the owner's home): whether it left the mark, taken away
-/// again.
-fn runs_the_tokens_code(host: &OwnerHost, argv: &[String]) -> bool {
-    let _ = Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir("/")
-        .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .env("HOME", host.dir.path().join("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let ran = host.marker.exists();
-    let _ = std::fs::remove_file(&host.marker);
-    ran
-}
 
 #[test]
 fn a_command_its_input_names_a_directory_above_a_root_a_proc_view_or_a_hard_link_never_runs_a_tokens_script(
@@ -48,13 +25,9 @@ fn a_command_its_input_names_a_directory_above_a_root_a_proc_view_or_a_hard_link
         return;
     };
     let marker = host.marker.display().to_string();
-    let proj = host.project(
-        "proj",
-        "get.sh",
-        &format!("#!/bin/sh\ntouch {marker}\necho tok-abc\n"),
-    );
+    let proj = host.root.join("proj");
     let get = proj.join("get.sh");
-    std::fs::set_permissions(&get, PermissionsExt::from_mode(0o755)).unwrap();
+    host.plant(&get);
     host.project("proj", "Makefile", &format!("all:\n\ttouch {marker}\n"));
     // The directory that holds the root, and the root's project seen
     // from it.
@@ -104,7 +77,7 @@ fn a_command_its_input_names_a_directory_above_a_root_a_proc_view_or_a_hard_link
             continue;
         }
         let argv = shell_words(line);
-        if !runs_the_tokens_code(&host, &argv) {
+        if !host.runs_the_tokens_code(&argv) {
             skip(&format!(
                 "`{line}` does not run on this host: it proves nothing here"
             ));

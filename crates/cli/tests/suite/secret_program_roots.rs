@@ -14,94 +14,10 @@
 //! root the program lies under. No marker appears.
 
 use crate::common::daemon::*;
+use crate::common::owner::OwnerHost;
 use crate::common::*;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
-
-struct Host {
-    dir: TempDir,
-    config: PathBuf,
-    root: PathBuf,
-    marker: PathBuf,
-}
-
-impl Host {
-    fn new(tag: &str) -> Host {
-        let dir = TempDir::new(tag);
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        let root = dir.path().join("wsroot");
-        std::fs::create_dir_all(root.join("proj")).unwrap();
-        let root = root.canonicalize().unwrap();
-        let marker = dir.path().join("ran-on-host");
-        Host {
-            dir,
-            config,
-            root,
-            marker,
-        }
-    }
-
-    fn profile_file(&self, name: &str) -> PathBuf {
-        self.config.join(format!("warden/profiles/{name}.yaml"))
-    }
-
-    /// The owner's profile `name`: one secret, `API_TOKEN`, from `argv`.
-    fn profile(&self, name: &str, argv: &[&str]) {
-        let list = argv
-            .iter()
-            .map(|a| format!("{a:?}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        std::fs::write(
-            self.profile_file(name),
-            format!(
-                "egress:\n  domains: [example.com]\nsecrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\n"
-            ),
-        )
-        .unwrap();
-    }
-
-    fn daemon(&self) -> Daemon {
-        let p = self.dir.path();
-        Daemon::start_in(
-            None,
-            p,
-            true,
-            &["--workspace-root", self.root.to_str().unwrap()],
-            &[
-                ("XDG_CONFIG_HOME", self.config.as_path()),
-                ("HOME", &p.join("home")),
-            ],
-        )
-    }
-
-    /// `warden ARGS` as the owner, with the daemon's state and catalogue.
-    fn owner(&self, args: &[&str]) -> Output {
-        self.owner_in(&self.dir.path().join("warden"), args)
-    }
-
-    /// `warden ARGS` as the owner, with the daemon's catalogue and the
-    /// state directory `state`.
-    fn owner_in(&self, state: &std::path::Path, args: &[&str]) -> Output {
-        let p = self.dir.path();
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state)
-            .env("XDG_CONFIG_HOME", &self.config)
-            .env("HOME", p.join("home"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn marker_appeared(&self) -> bool {
-        std::thread::sleep(Duration::from_millis(300));
-        self.marker.exists()
-    }
-}
+use std::process::Output;
 
 /// A token's sandbox over `proj` (under the daemon's workspace root)
 /// writes two programs that touch the marker: `get.sh`, a plain file the
@@ -109,8 +25,9 @@ impl Host {
 /// `prog.sh`, which the review flags and the owner accepts, as an
 /// owner does an agent's edit of a project's tool. The files the owner's
 /// profiles are then made to name.
-fn token_writes_programs(host: &Host, d: &Daemon) -> (PathBuf, PathBuf) {
+fn token_writes_programs(host: &OwnerHost, d: &Daemon) -> (PathBuf, PathBuf) {
     let proj = host.root.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
     let t = token(
         host.dir.path(),
         "agent",
@@ -164,7 +81,7 @@ fn token_writes_programs(host: &Host, d: &Daemon) -> (PathBuf, PathBuf) {
 
 /// The command line's refusal: the reason, the profile's key and place,
 /// and the recorded root.
-fn assert_refused(host: &Host, out: &Output, place: Option<&str>) {
+fn assert_refused(host: &OwnerHost, out: &Output, place: Option<&str>) {
     let said = stderr(out);
     assert!(
         !host.marker_appeared(),
@@ -185,18 +102,17 @@ fn assert_refused(host: &Host, out: &Output, place: Option<&str>) {
 
 #[test]
 fn a_program_a_token_committed_under_a_daemons_root_never_runs_from_the_owners_command_line() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
+    let Some(host) = OwnerHost::new("cli-secret-roots") else {
+        return;
+    };
     if !egress_available() {
         return;
     }
-    let host = Host::new("cli-secret-roots");
-    let d = host.daemon();
+    let d = host.daemon_over_root();
     let (get, prog) = token_writes_programs(&host, &d);
-    host.profile("p", &[prog.to_str().unwrap()]);
-    host.profile("q", &["/bin/sh", get.to_str().unwrap()]);
-    let place = |p: &str| format!("{}:4:3", host.profile_file(p).display());
+    host.secret_profile("p", &[prog.to_str().unwrap()]);
+    host.secret_profile("q", &["/bin/sh", get.to_str().unwrap()]);
+    let place = |p: &str| format!("{}:2:3", host.profile(p).display());
 
     let out = host.owner(&["run", "--profile", "p", "--", "true"]);
     assert_refused(&host, &out, Some(&place("p")));
@@ -218,24 +134,16 @@ fn a_program_a_token_committed_under_a_daemons_root_never_runs_from_the_owners_c
 
 #[test]
 fn a_secret_program_outside_every_recorded_root_still_runs_from_the_command_line() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
+    let Some(host) = OwnerHost::new("cli-secret-outside") else {
+        return;
+    };
     if !egress_available() {
         return;
     }
-    let host = Host::new("cli-secret-outside");
-    let d = host.daemon();
-    let tools = host.dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    let prog = tools.join("get-token.sh");
-    std::fs::write(
-        &prog,
-        format!("#!/bin/sh\ntouch {}\necho tok-abc\n", host.marker.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    host.profile("ok", &[prog.to_str().unwrap()]);
+    let d = host.daemon_over_root();
+    let prog = host.dir.path().join("tools/get-token.sh");
+    host.plant(&prog);
+    host.secret_profile("ok", &[prog.to_str().unwrap()]);
     let out = host.owner(&["run", "--profile", "ok", "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(host.marker.exists(), "the owner's program ran");
@@ -244,29 +152,22 @@ fn a_secret_program_outside_every_recorded_root_still_runs_from_the_command_line
 
 #[test]
 fn a_daemon_started_again_with_other_roots_still_refuses_a_program_under_the_earlier_ones() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let host = Host::new("daemon-secret-roots");
-    let d = host.daemon();
+    let Some(host) = OwnerHost::new("daemon-secret-roots") else {
+        return;
+    };
+    let d = host.daemon_over_root();
     let (_, prog) = token_writes_programs(&host, &d);
     drop(d);
     // The next start gives tokens another root only.
     let other = host.dir.path().join("other-root");
     std::fs::create_dir_all(&other).unwrap();
-    let p = host.dir.path();
-    let d = Daemon::start_in(
-        None,
-        p,
-        true,
-        &["--workspace-root", other.to_str().unwrap()],
-        &[
-            ("XDG_CONFIG_HOME", host.config.as_path()),
-            ("HOME", &p.join("home")),
-        ],
+    let d = host.daemon(&["--workspace-root", other.to_str().unwrap()]);
+    host.secret_profile("p", &[prog.to_str().unwrap()]);
+    let t = token(
+        host.dir.path(),
+        "agent2",
+        &["sandboxes:write", "sandboxes:read"],
     );
-    host.profile("p", &[prog.to_str().unwrap()]);
-    let t = token(p, "agent2", &["sandboxes:write", "sandboxes:read"]);
     let body = serde_json::json!({"name": "named", "profile": "p"}).to_string();
     let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
     assert!(
@@ -279,35 +180,22 @@ fn a_daemon_started_again_with_other_roots_still_refuses_a_program_under_the_ear
 
 #[test]
 fn a_command_line_with_its_own_state_but_the_daemons_profiles_refuses_the_program_too() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
+    let Some(host) = OwnerHost::new("cli-secret-config") else {
+        return;
+    };
     if !egress_available() {
         return;
     }
-    let host = Host::new("cli-secret-config");
-    let d = host.daemon();
+    let d = host.daemon_over_root();
     let (_, prog) = token_writes_programs(&host, &d);
     drop(d);
-    host.profile("p", &[prog.to_str().unwrap()]);
+    host.secret_profile("p", &[prog.to_str().unwrap()]);
     // A terminal's state elsewhere (the daemon runs as a service with its
     // own): the record beside the catalogue is read.
     let own = host.dir.path().join("terminal-state");
     let out = host.owner_in(&own, &["run", "--profile", "p", "--", "true"]);
-    let place = format!("{}:4:3", host.profile_file("p").display());
+    let place = format!("{}:2:3", host.profile("p").display());
     assert_refused(&host, &out, Some(&place));
-}
-
-/// A script that touches `host.marker`, planted at `path` (as a token's
-/// committed file would be).
-fn plant(host: &Host, path: &std::path::Path) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        path,
-        format!("#!/bin/sh\ntouch {}\necho tok-abc\n", host.marker.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
 /// Outside review 24, F8. Before: a daemon's root under the owner's home
@@ -322,20 +210,14 @@ fn a_secret_program_named_through_home_tilde_or_a_cd_in_a_shell_line_never_runs_
     if !egress_available() {
         return;
     }
-    let host = Host::new("cli-secret-home");
-    let p = host.dir.path();
-    let home = p.join("home").canonicalize().unwrap();
+    let host = OwnerHost::at("cli-secret-home");
+    let home = host.dir.path().join("home").canonicalize().unwrap();
     let root = home.join("proj");
-    plant(&host, &root.join("tools/get.sh"));
-    let d = Daemon::start_in(
+    host.plant(&root.join("tools/get.sh"));
+    let d = host.daemon_from(
         None,
-        p,
-        true,
         &["--workspace-root", root.to_str().unwrap()],
-        &[
-            ("XDG_CONFIG_HOME", host.config.as_path()),
-            ("HOME", home.as_path()),
-        ],
+        &[("HOME", home.as_path())],
     );
     drop(d);
     let writable = "secret_program_writable";
@@ -374,13 +256,13 @@ fn a_secret_program_named_through_home_tilde_or_a_cd_in_a_shell_line_never_runs_
     .enumerate()
     {
         let name = format!("p{i}");
-        host.profile(&name, &["/bin/sh", "-c", script]);
+        host.secret_profile(&name, &["/bin/sh", "-c", script]);
         let out = host.owner(&["run", "--no-tty", "--profile", &name, "--", "true"]);
         refused(script, out, code);
     }
     // Outside the root, the same spellings run.
     let tools = home.join("bin/get-token");
-    plant(&host, &tools);
+    host.plant(&tools);
     let out = host.owner(&[
         "run",
         "--no-tty",
@@ -403,9 +285,9 @@ fn a_daemon_started_before_its_catalogues_directory_exists_still_records_its_roo
     if !egress_available() {
         return;
     }
-    let host = Host::new("cli-secret-late-config");
+    let host = OwnerHost::at("cli-secret-late-config");
     warden_workspace::fsutil::remove_tree(&host.config).unwrap();
-    let d = host.daemon();
+    let d = host.daemon_over_root();
     drop(d);
     let dir = host.config.join("warden");
     let mode =
@@ -415,8 +297,8 @@ fn a_daemon_started_before_its_catalogues_directory_exists_still_records_its_roo
     assert!(record.contains(host.root.to_str().unwrap()), "{record}");
     std::fs::create_dir_all(dir.join("profiles")).unwrap();
     let prog = host.root.join("proj/get.sh");
-    plant(&host, &prog);
-    host.profile("p", &[prog.to_str().unwrap()]);
+    host.plant(&prog);
+    host.secret_profile("p", &[prog.to_str().unwrap()]);
     let own = host.dir.path().join("terminal-state");
     let out = host.owner_in(&own, &["run", "--profile", "p", "--", "true"]);
     assert_refused(&host, &out, None);

@@ -16,47 +16,9 @@
 //! is first run on the host by the test itself, outside warden, to show
 //! that it does run the token's code.
 
-use crate::common::daemon::*;
-use crate::common::owner::OwnerHost;
+use crate::common::owner::{name_profile, path_in_pieces, OwnerHost};
 use crate::common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-/// The owner's profile `name`: secret `API_TOKEN` read from `argv`.
-fn secret_profile(host: &OwnerHost, name: &str, argv: &[String]) {
-    let list = argv
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    std::fs::write(
-        host.profile(name),
-        format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
-    )
-    .unwrap();
-}
-
-/// `argv` run on the host as a secret's program is (from `/`, the fixed
-/// search path, the owner's home): whether it left the mark. The mark is
-/// taken away again.
-fn runs_the_tokens_code(host: &OwnerHost, argv: &[String]) -> bool {
-    let _ = Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir("/")
-        .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .env("HOME", host.dir.path().join("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let ran = host.marker.exists();
-    let _ = std::fs::remove_file(&host.marker);
-    ran
-}
 
 #[test]
 fn a_path_attached_to_an_option_or_a_command_inside_an_argument_never_runs_a_tokens_code() {
@@ -64,13 +26,9 @@ fn a_path_attached_to_an_option_or_a_command_inside_an_argument_never_runs_a_tok
         return;
     };
     // What a token's committed change to the project leaves there.
-    let proj = host.project(
-        "proj",
-        "tools/get.sh",
-        &format!("#!/bin/sh\ntouch {}\necho tok-abc\n", host.marker.display()),
-    );
+    let proj = host.root.join("proj");
     let get = proj.join("tools/get.sh");
-    std::fs::set_permissions(&get, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    host.plant(&get);
     host.project(
         "proj",
         "lib/Tok.pm",
@@ -89,11 +47,7 @@ fn a_path_attached_to_an_option_or_a_command_inside_an_argument_never_runs_a_tok
     )
     .unwrap();
     // The script's path in pieces, none of which names a directory.
-    let pieces: Vec<String> = get
-        .components()
-        .skip(1)
-        .map(|c| format!("'{}'", c.as_os_str().to_str().unwrap()))
-        .collect();
+    let pieces = path_in_pieces(&get);
     let python = format!(
         "python3 -c \"import subprocess; subprocess.run(['sh', chr(47) + chr(47).join([{}])])\"",
         pieces.join(", ")
@@ -113,14 +67,12 @@ fn a_path_attached_to_an_option_or_a_command_inside_an_argument_never_runs_a_tok
             continue;
         }
         assert!(
-            runs_the_tokens_code(&host, argv),
+            host.runs_the_tokens_code(argv),
             "{argv:?} does not run the token's code on this host: the attack proves nothing"
         );
         let name = format!("runner{i}");
-        secret_profile(&host, &name, argv);
-        let body = serde_json::json!({"name": "named", "profile": name}).to_string();
-        let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
-        json_as(&d, &t, "DELETE", "/v1/sandboxes/named", "");
+        host.secret_profile(&name, argv);
+        let (s, b) = name_profile(&d, &t, &name);
         assert!(
             !host.marker_appeared(),
             "{argv:?} ran the token's code as the owner: {s} {b}"
@@ -156,10 +108,8 @@ fn a_path_attached_to_an_option_or_a_command_inside_an_argument_never_runs_a_tok
         ];
         for (i, argv) in ok.iter().enumerate() {
             let name = format!("own{i}");
-            secret_profile(&host, &name, argv);
-            let body = serde_json::json!({"name": "named", "profile": name}).to_string();
-            let (s, b) = json_as(&d, &t, "POST", "/v1/sandboxes", &body);
-            json_as(&d, &t, "DELETE", "/v1/sandboxes/named", "");
+            host.secret_profile(&name, argv);
+            let (s, b) = name_profile(&d, &t, &name);
             assert_eq!(s, 201, "{argv:?}: {b}");
         }
     }

@@ -16,31 +16,9 @@
 //! fixed environment. No marker appears.
 
 use crate::common::daemon::*;
-use crate::common::owner::OwnerHost;
+use crate::common::owner::{name_profile, path_in_pieces, OwnerHost};
 use crate::common::*;
 use std::path::Path;
-
-/// The owner's profile `name`: secret `API_TOKEN` read from the program
-/// `argv`.
-fn secret_profile(host: &OwnerHost, name: &str, argv: &[&str]) {
-    let list = argv
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    std::fs::write(
-        host.profile(name),
-        format!("secrets:\n  API_TOKEN:\n    from_command: [{list}]\n    hosts: [example.com]\negress:\n  domains: [example.com]\n"),
-    )
-    .unwrap();
-}
-
-fn name_profile(d: &Daemon, t: &str, profile: &str) -> (u16, serde_json::Value) {
-    let body = serde_json::json!({"name": "named", "profile": profile}).to_string();
-    let r = json_as(d, t, "POST", "/v1/sandboxes", &body);
-    json_as(d, t, "DELETE", "/v1/sandboxes/named", "");
-    r
-}
 
 #[test]
 fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
@@ -73,7 +51,7 @@ fn a_pth_file_a_token_commits_into_the_projects_venv_never_runs_as_the_owner() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    secret_profile(&host, "proj", &[program.to_str().unwrap()]);
+    host.secret_profile("proj", &[program.to_str().unwrap()]);
     let d = host.daemon_over_root();
     let t = host.agent();
 
@@ -136,8 +114,8 @@ fn a_relative_secret_script_never_runs_from_the_daemons_working_directory() {
         "tools/get-token.sh",
         &format!("touch {}\necho tok-abc\n", host.marker.display()),
     );
-    secret_profile(&host, "rel", &["/bin/sh", "tools/get-token.sh"]);
-    secret_profile(&host, "relprog", &["tools/get-token.sh"]);
+    host.secret_profile("rel", &["/bin/sh", "tools/get-token.sh"]);
+    host.secret_profile("relprog", &["tools/get-token.sh"]);
     let d = host.daemon_from(Some(&app), &host.over_root(), &[]);
     let t = host.agent();
 
@@ -180,7 +158,7 @@ fn the_daemons_environment_does_not_reach_a_secret_program() {
     std::fs::write(&hook, format!("touch {}\n", host.marker.display())).unwrap();
     let get = host.dir.path().join("get-token.sh");
     std::fs::write(&get, "echo tok-abc\n").unwrap();
-    secret_profile(&host, "envy", &["/bin/bash", get.to_str().unwrap()]);
+    host.secret_profile("envy", &["/bin/bash", get.to_str().unwrap()]);
     let d = host.daemon_from(None, &host.over_root(), &[("BASH_ENV", &hook)]);
     let t = host.agent();
     let (s, b) = name_profile(&d, &t, "envy");
@@ -214,11 +192,7 @@ fn an_interpreter_given_code_inline_never_runs_a_tokens_script_as_the_owner() {
     );
     let script = host.root.join("proj/tools/get.sh");
     // The script's path in pieces, none of which names a directory.
-    let pieces: Vec<String> = script
-        .components()
-        .skip(1)
-        .map(|c| format!("'{}'", c.as_os_str().to_str().unwrap()))
-        .collect();
+    let pieces = path_in_pieces(&script);
     let list = pieces.join(", ");
     let python =
         format!("import subprocess; subprocess.run(['sh', chr(47) + chr(47).join([{list}])])");
@@ -266,7 +240,7 @@ fn an_interpreter_given_code_inline_never_runs_a_tokens_script_as_the_owner() {
             continue;
         }
         let name = format!("inline{i}");
-        secret_profile(&host, &name, argv);
+        host.secret_profile(&name, argv);
         let (s, b) = name_profile(&d, &t, &name);
         assert!(
             !host.marker_appeared(),
@@ -295,7 +269,7 @@ fn an_interpreter_given_code_inline_never_runs_a_tokens_script_as_the_owner() {
     if Path::new("/usr/bin/python3").exists() {
         let own = host.dir.path().join("home/get-token.py");
         std::fs::write(&own, "print('tok-own')\n").unwrap();
-        secret_profile(&host, "own", &["/usr/bin/python3", own.to_str().unwrap()]);
+        host.secret_profile("own", &["/usr/bin/python3", own.to_str().unwrap()]);
         let (s, b) = name_profile(&d, &t, "own");
         assert_eq!(s, 201, "{b}");
     }
