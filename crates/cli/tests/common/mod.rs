@@ -13,6 +13,7 @@ pub mod review;
 pub mod rfb;
 pub mod sockets;
 pub mod tcp;
+pub mod trees;
 pub mod upstream;
 pub mod vm;
 

@@ -8,8 +8,8 @@
 //! the reason, where runsc cannot run a sandbox here.
 
 use crate::common::gvisor::{gvisor_available, processes_inside, start_gvisor};
+use crate::common::trees::{exec_timed, grows, size, Beside};
 use crate::common::*;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The sandbox's user, as the review's workspace owner.
@@ -26,47 +26,6 @@ fn sandbox(tag: &str) -> (TempDir, TempDir, TempDir) {
     }
     start_gvisor(state.path(), "g", &ws, &["--rw", rw.str()]);
     (state, ws, rw)
-}
-
-/// How many bytes `file` holds (0 while it does not exist).
-fn size(file: &Path) -> u64 {
-    std::fs::metadata(file).map(|m| m.len()).unwrap_or(0)
-}
-
-/// Whether `file` grows within the next `within`.
-fn grows(file: &Path, within: Duration) -> bool {
-    let before = size(file);
-    std::thread::sleep(within);
-    size(file) > before
-}
-
-/// `warden exec --timeout T g -- sh -c SCRIPT`: its exit status, how
-/// long it took and what it said. Its output goes to files, never pipes:
-/// a process that outlived the command would hold a pipe open, and the
-/// test would wait for it for ever.
-fn exec_timed(state: &Path, timeout: &str, script: &str) -> (i32, Duration, String) {
-    let err = state.join("exec.err");
-    let start = Instant::now();
-    let status = std::process::Command::new(warden_bin())
-        .args([
-            "exec",
-            "-T",
-            "--timeout",
-            timeout,
-            "g",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .status()
-        .unwrap();
-    let said = std::fs::read_to_string(&err).unwrap_or_default();
-    (status.code().unwrap_or(-1), start.elapsed(), said)
 }
 
 /// Each generation writes a line, starts the next in a session of its own
@@ -114,22 +73,12 @@ fn a_double_forked_daemon_ends_with_its_commands_timeout_and_nothing_else_does()
     let (state, _ws, rw) = sandbox("daemon");
     let _stop = Stopper(state.path(), "g");
     // A second command running beside it, which must run on to its end.
-    let beside = rw.path().join("beside");
-    let other = std::process::Command::new(warden_bin())
-        .args(["exec", "-T", "g", "--", "sh", "-c"])
-        .arg(format!(
-            "for i in $(seq 80); do echo x >> {}; sleep 0.1; done; echo done",
-            beside.display()
-        ))
-        .env("WARDEN_STATE_DIR", state.path().join("warden"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the second command runs", Duration::from_secs(20), || {
-        size(&beside) > 0
-    });
+    let beside = Beside::start(
+        state.path(),
+        rw.path().join("beside"),
+        80,
+        Duration::from_secs(20),
+    );
     let script = DAEMON.replace("RW", rw.str());
     // Before, the command's status came back at once and the daemon wrote
     // on, for as long as the sandbox lived.
@@ -142,11 +91,10 @@ fn a_double_forked_daemon_ends_with_its_commands_timeout_and_nothing_else_does()
     );
     assert_eq!(status, 124, "{err}");
     assert!(
-        grows(&beside, Duration::from_millis(1000)),
+        beside.runs_on(Duration::from_millis(1000)),
         "the second command was stopped with the first"
     );
-    let other = other.wait_with_output().unwrap();
-    assert_eq!(stdout(&other), "done\n", "{}", stderr(&other));
+    beside.ends_done();
     let alive = warden(state.path(), &["exec", "g", "--", "echo", "alive"]);
     assert_eq!(ok(&alive), "alive\n", "the sandbox did not live on");
 }
