@@ -217,6 +217,63 @@ pub fn e2b_sandbox(e2b: &str, key: &str) -> serde_json::Value {
     json(&body)
 }
 
+/// A daemon over `state` with the E2B door on a port of its own, and a
+/// token `e2b` that works there, with a sandbox of its own, `src` (not
+/// started), and that sandbox's snapshot `src-snap`, a template to name:
+/// the daemon, the door's address and the token.
+pub fn e2b_door_with_a_snapshot(state: &Path) -> (Daemon, String, String) {
+    let addr = format!("127.0.0.1:{}", super::free_port());
+    let d = Daemon::start_with(state, true, &["--e2b", &addr], &[]);
+    let t = api_token(
+        &d,
+        "e2b",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        None,
+    );
+    let (s, b) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name":"src","start":false}"#,
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes/src/snapshots",
+        r#"{"name":"src-snap"}"#,
+    );
+    assert_eq!(s, 201, "{b}");
+    (d, addr, t)
+}
+
+/// [`e2b_sandbox`]: its id and its envd access token (empty when the
+/// door gave none).
+pub fn e2b_sandbox_ids(e2b: &str, key: &str) -> (String, String) {
+    let made = e2b_sandbox(e2b, key);
+    let id = made["sandboxID"].as_str().unwrap().to_string();
+    let access = made["envdAccessToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (id, access)
+}
+
+/// A unary call `method` of the E2B door's filesystem service
+/// (`/filesystem.Filesystem/METHOD`) on sandbox `id`, with its envd
+/// access token and a JSON `body`: the status and body.
+pub fn envd_files(e2b: &str, id: &str, access: &str, method: &str, body: &str) -> (u16, String) {
+    exchange(
+        "POST",
+        &format!("http://{e2b}/filesystem.Filesystem/{method}"),
+        &[("x-access-token", access), ("e2b-sandbox-id", id)],
+        Some(body),
+        &[],
+    )
+}
+
 pub fn exchange(
     method: &str,
     url: &str,

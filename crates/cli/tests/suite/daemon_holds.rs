@@ -115,12 +115,7 @@ fn a_list_of_a_directory_larger_than_a_page_answers_a_page_and_where_to_go_on() 
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
         None,
     );
-    let made = e2b_sandbox(&e2b, &t);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let access = made["envdAccessToken"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let (id, access) = e2b_sandbox_ids(&e2b, &t);
     let extra = 37;
     shell_as(
         &d,
@@ -163,16 +158,7 @@ fn a_list_of_a_directory_larger_than_a_page_answers_a_page_and_where_to_go_on() 
     assert!(second.get("next").is_none(), "{second}");
     // The E2B door has no pages: its list says why it cannot answer,
     // and a file's stat there is found without listing its directory.
-    let door = format!("http://{e2b}");
-    let rpc = |method: &str, body: &str| {
-        exchange(
-            "POST",
-            &format!("{door}/filesystem.Filesystem/{method}"),
-            &[("x-access-token", &access), ("e2b-sandbox-id", &id)],
-            Some(body),
-            &[],
-        )
-    };
+    let rpc = |method: &str, body: &str| envd_files(&e2b, &id, &access, method, body);
     let (s, b) = rpc("ListDir", r#"{"path":"/home/user/d","depth":1}"#);
     assert_ne!(s, 200, "{}", &b[..b.len().min(300)]);
     assert!(
@@ -205,22 +191,17 @@ fn reviews_and_files_lists_are_among_a_tokens_places_through_the_api_and_the_e2b
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
         None,
     );
-    let made = e2b_sandbox(&e2b, &t);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let access = made["envdAccessToken"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let (id, access) = e2b_sandbox_ids(&e2b, &t);
     let review = format!("/v1/sandboxes/{id}/changes?content=true");
     let list = format!("/v1/sandboxes/{id}/files/list?path=/home/user");
     let as_t = calls_as(&d, t.clone());
     let list_dir = || {
-        exchange(
-            "POST",
-            &format!("http://{e2b}/filesystem.Filesystem/ListDir"),
-            &[("x-access-token", &access), ("e2b-sandbox-id", &id)],
-            Some(r#"{"path":"/home/user","depth":1}"#),
-            &[],
+        envd_files(
+            &e2b,
+            &id,
+            &access,
+            "ListDir",
+            r#"{"path":"/home/user","depth":1}"#,
         )
     };
     // With the token's one place free, each is answered.

@@ -157,12 +157,7 @@ fn quiet_sandbox(tag: &str, places: usize) -> Option<(TempDirOf, Daemon, String,
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
         None,
     );
-    let made = e2b_sandbox(&e2b, &t);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let access = made["envdAccessToken"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let (id, access) = e2b_sandbox_ids(&e2b, &t);
     Some((state, d, t, id, access))
 }
 

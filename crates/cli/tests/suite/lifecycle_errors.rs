@@ -37,30 +37,7 @@ fn a_tokens_copy_of_a_damaged_snapshot_at_the_e2b_door_names_no_path_of_the_stat
         return skip("curl is not installed");
     }
     let state = TempDir::new("lifecycle-errors-e2b");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
-    let t = api_token(
-        &d,
-        "e2b",
-        &["sandboxes:read", "sandboxes:write", "exec", "files"],
-        None,
-    );
-    let (s, b) = json_as(
-        &d,
-        &t,
-        "POST",
-        "/v1/sandboxes",
-        r#"{"name":"src","start":false}"#,
-    );
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = json_as(
-        &d,
-        &t,
-        "POST",
-        "/v1/sandboxes/src/snapshots",
-        r#"{"name":"src-snap"}"#,
-    );
-    assert_eq!(s, 201, "{b}");
+    let (_d, addr, t) = e2b_door_with_a_snapshot(state.path());
     std::fs::remove_file(snapshot_spec(state.path(), "src-snap")).unwrap();
     let (s, b) = exchange(
         "POST",

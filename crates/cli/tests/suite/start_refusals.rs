@@ -90,14 +90,8 @@ fn the_e2b_doors_own_create_refusals_carry_an_error_code() {
         return skip("curl is not installed");
     }
     let state = TempDir::new("refusal-e2b");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
-    let t = api_token(
-        &d,
-        "e2b",
-        &["sandboxes:read", "sandboxes:write", "exec", "files"],
-        None,
-    );
+    // A snapshot of the token's own, `src-snap`, to name as a template.
+    let (_d, addr, t) = e2b_door_with_a_snapshot(state.path());
     let create = |body: &str| {
         let (s, b) = exchange(
             "POST",
@@ -108,23 +102,6 @@ fn the_e2b_doors_own_create_refusals_carry_an_error_code() {
         );
         (s, json(&b))
     };
-    // A snapshot of the token's own, to name as a template.
-    let (s, b) = json_as(
-        &d,
-        &t,
-        "POST",
-        "/v1/sandboxes",
-        r#"{"name":"src","start":false}"#,
-    );
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = json_as(
-        &d,
-        &t,
-        "POST",
-        "/v1/sandboxes/src/snapshots",
-        r#"{"name":"src-snap"}"#,
-    );
-    assert_eq!(s, 201, "{b}");
     for (body, code) in [
         (
             r#"{"templateID":"/etc/warden/x","timeout":60}"#,

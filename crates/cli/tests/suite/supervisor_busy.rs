@@ -252,12 +252,7 @@ fn the_e2b_doors_processes_past_the_supervisors_bound_are_refused_as_resource_ex
         &["exec", "files", "sandboxes:read", "sandboxes:write"],
         None,
     );
-    let made = daemon::e2b_sandbox(&addr, &key);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let access = made["envdAccessToken"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let (id, access) = daemon::e2b_sandbox_ids(&addr, &key);
     let long = ["sleep", "289.5"];
     let _ = fill(&d, None, &id, &long, &long);
     let marker = "busy-e2b-past";
