@@ -5,4 +5,5 @@
 // Test set-up fails loudly: a panic is the test's failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
 mod suite;

@@ -6,13 +6,13 @@
 //! 127.0.0.1, plain HTTP allowed); whatever the client sends after its
 //! first request, no request for another `Host` may arrive.
 
+use crate::common::{read_more, start, Heard};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use warden_egress::decision::{Decision, Observer};
-use warden_egress::proxy::{Hooks, Proxy};
+use warden_egress::decision::Decision;
+use warden_egress::proxy::Proxy;
 
 /// An HTTP/1.1 server that keeps connections alive and records each
 /// request it reads: `METHOD TARGET Host=... Connection=...`, and each
@@ -93,62 +93,15 @@ fn serve_upstream(mut conn: TcpStream, seen: &Mutex<Vec<String>>) {
     }
 }
 
-/// What `conn` sends next, added to `buf`: false once it has closed or
-/// failed.
-fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
-    let mut chunk = [0u8; 4096];
-    match conn.read(&mut chunk) {
-        Ok(0) | Err(_) => false,
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            true
-        }
-    }
-}
-
-/// Hears every decision.
-#[derive(Default)]
-struct Heard(Mutex<Vec<Decision>>);
-
-impl Observer for Heard {
-    fn decision(&self, _: Option<u64>, d: &Decision) {
-        self.0.lock().unwrap().push(d.clone());
-    }
-    fn closed(&self, _: u64, _: &Decision) {}
-}
-
 /// A proxy that allows `up.test` on `port` only, pinned to 127.0.0.1, with
 /// plain HTTP; returns it, its port and what it decided.
 fn proxy(port: u16) -> (Proxy, u16, Arc<Heard>) {
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = tcp.local_addr().unwrap().port();
-    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let spec = warden_policy::EgressSpec {
-        domains: vec![warden_policy::DomainRule::parse(&format!("up.test:{port}")).unwrap()],
-        allow_http: true,
-        hosts: vec![("up.test".into(), "127.0.0.1".parse().unwrap())],
-        cidrs: Vec::new(),
-        host_ports: Vec::new(),
-        ask: false,
-        log: false,
-        quota: None,
-        idle_timeout: Duration::from_secs(60),
-        secrets: Vec::new(),
-        secret_rules: Vec::new(),
-        upstream_ca: Vec::new(),
-        learn: false,
-        requests: Vec::new(),
-        secret_plain_ports: Vec::new(),
-    };
-    let heard = Arc::new(Heard::default());
-    let hooks = Hooks {
-        observer: heard.clone(),
-        asker: None,
-        terminator: None,
-        test: Default::default(),
-    };
-    let p = Proxy::start(&spec, OwnedFd::from(tcp), OwnedFd::from(dns), hooks).unwrap();
-    (p, at, heard)
+    let mut spec = crate::common::spec(
+        vec![warden_policy::DomainRule::parse(&format!("up.test:{port}")).unwrap()],
+        &[("up.test", "127.0.0.1")],
+    );
+    spec.allow_http = true;
+    start(&spec, None)
 }
 
 /// Send `first` on one connection to the proxy, then `later` after a

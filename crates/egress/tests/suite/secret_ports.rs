@@ -8,13 +8,12 @@
 //! loopback with a real terminator; the client reaches it as the explicit
 //! proxy is reached (CONNECT), then speaks TLS through the tunnel.
 
+use crate::common::{read_more, start, Heard};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use warden_egress::decision::{Decision, Observer};
-use warden_egress::proxy::{Hooks, Proxy};
+use warden_egress::proxy::Proxy;
 use warden_egress::secrets::{placeholder, Secret, Terminator};
 use warden_policy::DomainRule;
 
@@ -108,17 +107,13 @@ fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<
                 .unwrap_or(0);
             break (req.path == Some("/store"), n, length);
         }
-        let mut chunk = [0u8; 4096];
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        if !read_more(&mut s, &mut buf) {
+            return;
         }
     };
     while buf.len() < head_len + length {
-        let mut chunk = [0u8; 4096];
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        if !read_more(&mut s, &mut buf) {
+            return;
         }
     }
     let answer = if store {
@@ -139,32 +134,22 @@ fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<
     let _ = s.flush();
 }
 
-/// Hears every decision.
-#[derive(Default)]
-struct Heard(Mutex<Vec<Decision>>);
-
-impl Observer for Heard {
-    fn decision(&self, _: Option<u64>, d: &Decision) {
-        self.0.lock().unwrap().push(d.clone());
-    }
-    fn closed(&self, _: u64, _: &Decision) {}
+/// What the owner allows on the store's other port besides what every
+/// run allows there (`api.test` and [`BESIDE`]).
+enum Other {
+    Nothing,
+    /// The port as a host port (`host.warden.internal`).
+    HostPort,
+    /// `api.test` on it as a port that carries what is not TLS.
+    Plain,
 }
 
 /// A proxy whose secret is for `api.test` on the store's first port
 /// (substituted in bodies), `api.test` pinned by the owner to 127.0.0.1
 /// and allowed on both ports, [`BESIDE`] pinned there too and allowed on
-/// the other port, and `host_ports` of the host; it, its port,
-/// its authority's PEM, the placeholder and what it decided.
-fn proxy(store: &Store, host_ports: Vec<u16>) -> (Proxy, u16, String, String, Arc<Heard>) {
-    proxy_with(store, host_ports, Vec::new())
-}
-
-/// [`proxy`], with `plain` the owner let carry what is not TLS.
-fn proxy_with(
-    store: &Store,
-    host_ports: Vec<u16>,
-    plain: Vec<DomainRule>,
-) -> (Proxy, u16, String, String, Arc<Heard>) {
+/// the other port, and `extra` on the other port; it, its port, its
+/// authority's PEM, the placeholder and what it decided.
+fn proxy(store: &Store, extra: Other) -> (Proxy, u16, String, String, Arc<Heard>) {
     let [own, other] = store.ports;
     let dir =
         std::env::temp_dir().join(format!("warden-secret-ports-{}-{own}", std::process::id()));
@@ -183,46 +168,28 @@ fn proxy_with(
     std::fs::remove_file(&ca_file).unwrap();
     std::fs::remove_dir(&dir).unwrap();
     let ca = term.ca_pem().to_string();
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = tcp.local_addr().unwrap().port();
-    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut domains = vec![
         DomainRule::parse(&format!("api.test:{own}")).unwrap(),
         DomainRule::parse(&format!("api.test:{other}")).unwrap(),
         DomainRule::parse(&format!("{BESIDE}:{other}")).unwrap(),
     ];
-    // As the policy resolves a host port: an entry for the host's name.
-    for port in &host_ports {
-        domains.push(DomainRule::parse(&format!("{}:{port}", warden_policy::HOST_ALIAS)).unwrap());
+    let (mut host_ports, mut plain) = (Vec::new(), Vec::new());
+    match extra {
+        Other::Nothing => {}
+        Other::HostPort => {
+            // As the policy resolves a host port: an entry for the host's
+            // name.
+            let alias = warden_policy::HOST_ALIAS;
+            domains.push(DomainRule::parse(&format!("{alias}:{other}")).unwrap());
+            host_ports.push(other);
+        }
+        Other::Plain => plain.push(DomainRule::parse(&format!("api.test:{other}")).unwrap()),
     }
-    let spec = warden_policy::EgressSpec {
-        domains,
-        allow_http: false,
-        hosts: vec![
-            ("api.test".into(), "127.0.0.1".parse().unwrap()),
-            (BESIDE.into(), "127.0.0.1".parse().unwrap()),
-        ],
-        cidrs: Vec::new(),
-        host_ports,
-        ask: false,
-        log: false,
-        quota: None,
-        idle_timeout: Duration::from_secs(60),
-        secrets: Vec::new(),
-        secret_rules: Vec::new(),
-        upstream_ca: Vec::new(),
-        learn: false,
-        requests: Vec::new(),
-        secret_plain_ports: plain,
-    };
-    let heard = Arc::new(Heard::default());
-    let hooks = Hooks {
-        observer: heard.clone(),
-        asker: None,
-        terminator: Some(term),
-        test: Default::default(),
-    };
-    let p = Proxy::start(&spec, OwnedFd::from(tcp), OwnedFd::from(dns), hooks).unwrap();
+    let mut spec =
+        crate::common::spec(domains, &[("api.test", "127.0.0.1"), (BESIDE, "127.0.0.1")]);
+    spec.host_ports = host_ports;
+    spec.secret_plain_ports = plain;
+    let (p, at, heard) = start(&spec, Some(term));
     (p, at, ca, held, heard)
 }
 
@@ -273,97 +240,159 @@ fn through(
     let mut s = rustls::StreamOwned::new(conn, tcp);
     s.write_all(request.as_bytes()).ok()?;
     let mut out = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&chunk[..n]),
-        }
-    }
+    while read_more(&mut s, &mut out) {}
     let shown = s.conn.peer_certificates()?.first()?.to_vec();
     Some((String::from_utf8_lossy(&out).into_owned(), shown))
 }
 
-/// Store the placeholder through the secret's own port (where it is
-/// substituted), and check the store got the real value.
-fn store_through_own_port(store: &Store, at: u16, cas: [&str; 2], held: &str) {
-    let [own, _] = store.ports;
-    let body = format!("note={held}");
-    let req = format!(
-        "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("stored");
-    assert!(answer.contains("stored"), "{answer}");
-    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{own}\r\nConnection: close\r\n\r\n");
-    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &load).expect("loaded");
-    assert!(
-        answer.contains(&format!("note={held}")),
-        "scrubbed on its own port: {answer}"
-    );
+/// A store, a proxy over it as [`proxy`] makes it, and what a client
+/// through the proxy trusts.
+struct Run {
+    store: Store,
+    _proxy: Proxy,
+    at: u16,
+    ca: String,
+    held: String,
+    heard: Arc<Heard>,
+}
+
+impl Run {
+    fn start(extra: Other) -> Run {
+        let store = Store::start();
+        let (_proxy, at, ca, held, heard) = proxy(&store, extra);
+        Run {
+            store,
+            _proxy,
+            at,
+            ca,
+            held,
+            heard,
+        }
+    }
+
+    /// The store's port that is not the secret's own.
+    fn other(&self) -> u16 {
+        self.store.ports[1]
+    }
+
+    /// The proxy's authority and the store's.
+    fn cas(&self) -> [&str; 2] {
+        [self.ca.as_str(), self.store.ca_pem.as_str()]
+    }
+
+    /// [`through`] `target` (`name:port`, its `Host` too): the store's
+    /// note.
+    fn load(&self, target: &str) -> Option<(String, Vec<u8>)> {
+        let load = format!("GET /load HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+        through(self.at, target, self.cas(), &load)
+    }
+
+    /// [`through`] `target`: the placeholder stored as the note, with
+    /// `headers` (whole lines) besides.
+    fn store(&self, target: &str, headers: &str) -> Option<(String, Vec<u8>)> {
+        let body = format!("note={}", self.held);
+        let req = format!(
+            "POST /store HTTP/1.1\r\nHost: {target}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        through(self.at, target, self.cas(), &req)
+    }
+
+    /// Store the placeholder through the secret's own port (where it is
+    /// substituted), and check the store got the real value.
+    fn store_through_own_port(&self) {
+        let own = format!("api.test:{}", self.store.ports[0]);
+        let (answer, _) = self
+            .store(&own, "Content-Type: text/plain\r\n")
+            .expect("stored");
+        assert!(answer.contains("stored"), "{answer}");
+        let (answer, _) = self.load(&own).expect("loaded");
+        assert!(
+            answer.contains(&format!("note={}", self.held)),
+            "scrubbed on its own port: {answer}"
+        );
+    }
+
+    /// A CONNECT to `target` carrying an SSH client's first line, not
+    /// TLS; its reads bounded.
+    fn not_tls(&self, target: &str) -> TcpStream {
+        let mut tcp = TcpStream::connect(("127.0.0.1", self.at)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        write!(
+            tcp,
+            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
+        )
+        .unwrap();
+        tcp
+    }
+
+    /// Whether the proxy refused a connection to the store's other port
+    /// for `code`, once its decisions have settled.
+    fn refused_other_port(&self, code: &str) -> bool {
+        std::thread::sleep(Duration::from_millis(200));
+        let heard = self.heard.0.lock().unwrap();
+        heard.iter().any(|d| {
+            !d.allowed
+                && d.port == self.other()
+                && d.reason.as_ref().map(|c| c.reason.code()) == Some(code)
+        })
+    }
+
+    /// The decisions so far, for a failure's message.
+    fn decided(&self) -> String {
+        format!("{:?}", self.heard.0.lock().unwrap())
+    }
+}
+
+/// What an SSH client of [`Run::not_tls`] was answered, to the
+/// connection's close.
+fn answered(mut tcp: TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[test]
 fn a_secrets_host_on_another_allowed_port_is_terminated_and_scrubbed_not_spliced() {
-    let store = Store::start();
-    let [_, other] = store.ports;
-    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
-    let cas = [ca.as_str(), store.ca_pem.as_str()];
-    store_through_own_port(&store, at, cas, &held);
-    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{other}\r\nConnection: close\r\n\r\n");
-    let (answer, shown) = through(at, &format!("api.test:{other}"), cas, &load).expect("answered");
+    let run = Run::start(Other::Nothing);
+    let other = format!("api.test:{}", run.other());
+    run.store_through_own_port();
+    let (answer, shown) = run.load(&other).expect("answered");
     assert!(
-        shown != store.cert_der,
+        shown != run.store.cert_der,
         "spliced: the sandbox met the server's own certificate"
     );
     assert!(
         !answer.contains(VALUE),
         "the real value came back on the other port: {answer}"
     );
-    assert!(answer.contains(&format!("note={held}")), "{answer}");
+    assert!(answer.contains(&format!("note={}", run.held)), "{answer}");
     // The placeholder is substituted on the secret's own port only: on
     // the other, it is refused as going to a host that is not its own.
-    let body = format!("note={held}");
-    let req = format!(
-        "POST /store HTTP/1.1\r\nHost: api.test:{other}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let (answer, _) = through(at, &format!("api.test:{other}"), cas, &req).expect("answered");
+    let (answer, _) = run.store(&other, "").expect("answered");
     assert!(!answer.contains("stored"), "{answer}");
-    std::thread::sleep(Duration::from_millis(200));
-    let heard = heard.0.lock().unwrap();
     assert!(
-        heard.iter().any(|d| !d.allowed
-            && d.port == other
-            && d.reason.as_ref().map(|c| c.reason.code()) == Some("stray_placeholder")),
-        "{heard:?}"
+        run.refused_other_port("stray_placeholder"),
+        "{}",
+        run.decided()
     );
 }
 
 #[test]
 fn a_host_port_on_the_same_server_as_a_secrets_host_is_refused_not_spliced() {
-    let store = Store::start();
-    let [_, other] = store.ports;
-    let (_p, at, ca, held, heard) = proxy(&store, vec![other]);
-    let cas = [ca.as_str(), store.ca_pem.as_str()];
-    store_through_own_port(&store, at, cas, &held);
-    let load = format!(
-        "GET /load HTTP/1.1\r\nHost: host.warden.internal:{other}\r\nConnection: close\r\n\r\n"
-    );
-    let got = through(at, &format!("host.warden.internal:{other}"), cas, &load);
+    let run = Run::start(Other::HostPort);
+    run.store_through_own_port();
+    let got = run.load(&format!("host.warden.internal:{}", run.other()));
     if let Some((answer, _)) = &got {
         assert!(
             !answer.contains(VALUE),
             "the real value came back through the host port: {answer}"
         );
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let heard = heard.0.lock().unwrap();
     assert!(
-        heard.iter().any(|d| !d.allowed
-            && d.port == other
-            && d.reason.as_ref().map(|c| c.reason.code()) == Some("terminated_address")),
-        "{heard:?}"
+        run.refused_other_port("terminated_address"),
+        "{}",
+        run.decided()
     );
 }
 
@@ -372,27 +401,13 @@ fn what_is_not_tls_to_a_secrets_host_on_another_port_is_refused_not_spliced() {
     // Another protocol on an explicit `name:port` entry (SSH to a forge
     // whose HTTPS has the secret) could carry the stored value back
     // unscrubbed: it is refused, with its reason.
-    let store = Store::start();
-    let [_, other] = store.ports;
-    let (_p, at, _, _, heard) = proxy(&store, Vec::new());
-    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    write!(
-        tcp,
-        "CONNECT api.test:{other} HTTP/1.1\r\nHost: api.test:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = tcp.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out);
+    let run = Run::start(Other::Nothing);
+    let out = answered(run.not_tls(&format!("api.test:{}", run.other())));
     assert!(!out.contains(VALUE), "{out}");
-    std::thread::sleep(Duration::from_millis(200));
-    let heard = heard.0.lock().unwrap();
     assert!(
-        heard.iter().any(|d| !d.allowed
-            && d.port == other
-            && d.reason.as_ref().map(|c| c.reason.code()) == Some("secret_needs_tls")),
-        "{heard:?}"
+        run.refused_other_port("secret_needs_tls"),
+        "{}",
+        run.decided()
     );
 }
 
@@ -402,43 +417,26 @@ fn a_name_pinned_beside_a_secrets_host_is_terminated_and_scrubbed_on_every_port(
     // and port came back unscrubbed through another name pinned to the
     // same address, on the store's other port (spliced: the store's own
     // certificate, the real value in the answer).
-    let store = Store::start();
-    let [_, other] = store.ports;
-    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
-    let cas = [ca.as_str(), store.ca_pem.as_str()];
-    store_through_own_port(&store, at, cas, &held);
-    let load = format!("GET /load HTTP/1.1\r\nHost: {BESIDE}:{other}\r\nConnection: close\r\n\r\n");
-    let (answer, shown) = through(at, &format!("{BESIDE}:{other}"), cas, &load).expect("answered");
+    let run = Run::start(Other::Nothing);
+    let beside = format!("{BESIDE}:{}", run.other());
+    run.store_through_own_port();
+    let (answer, shown) = run.load(&beside).expect("answered");
     assert!(
-        shown != store.cert_der,
+        shown != run.store.cert_der,
         "spliced: the sandbox met the server's own certificate"
     );
     assert!(
         !answer.contains(VALUE),
         "the real value came back through the name beside: {answer}"
     );
-    assert!(answer.contains(&format!("note={held}")), "{answer}");
+    assert!(answer.contains(&format!("note={}", run.held)), "{answer}");
     // No secret is for it: the placeholder is not substituted there.
-    let body = format!("note={held}");
-    let req = format!(
-        "POST /store HTTP/1.1\r\nHost: {BESIDE}:{other}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let (answer, _) = through(at, &format!("{BESIDE}:{other}"), cas, &req).expect("answered");
+    let (answer, _) = run.store(&beside, "").expect("answered");
     assert!(!answer.contains("stored"), "{answer}");
     // What is not TLS naming it is refused as for the secret's own host.
-    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    write!(
-        tcp,
-        "CONNECT {BESIDE}:{other} HTTP/1.1\r\nHost: {BESIDE}:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = tcp.read_to_end(&mut out);
-    assert!(!String::from_utf8_lossy(&out).contains(VALUE));
+    assert!(!answered(run.not_tls(&beside)).contains(VALUE));
     std::thread::sleep(Duration::from_millis(200));
-    let heard = heard.0.lock().unwrap();
+    let heard = run.heard.0.lock().unwrap();
     let refused = |code: &str| {
         heard.iter().any(|d| {
             !d.allowed
@@ -455,11 +453,8 @@ fn a_request_to_a_secrets_host_with_a_host_routing_header_naming_another_host_is
     // Outside review 29: `X-Forwarded-Host: attacker.example` (and its
     // kin) went to the secret's host with the real value, for a server
     // or a proxy in front of it to route or build links by.
-    let store = Store::start();
-    let [own, _] = store.ports;
-    let (_p, at, ca, held, heard) = proxy(&store, Vec::new());
-    let cas = [ca.as_str(), store.ca_pem.as_str()];
-    let body = format!("note={held}");
+    let run = Run::start(Other::Nothing);
+    let own = format!("api.test:{}", run.store.ports[0]);
     for header in [
         "X-Forwarded-Host: attacker.example",
         "x_forwarded_host: attacker.example",
@@ -469,23 +464,17 @@ fn a_request_to_a_secrets_host_with_a_host_routing_header_naming_another_host_is
         "X-HTTP-Host-Override: attacker.example",
         "X-Original-Host: attacker.example",
     ] {
-        let req = format!(
-            "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\n{header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("answered");
+        let (answer, _) = run.store(&own, &format!("{header}\r\n")).expect("answered");
         assert!(answer.starts_with("HTTP/1.1 421"), "{header}: {answer}");
         assert!(!answer.contains("stored"), "{header}: {answer}");
     }
     // Naming the connection's own host, it goes.
-    let req = format!(
-        "POST /store HTTP/1.1\r\nHost: api.test:{own}\r\nX-Forwarded-Host: api.test:{own}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let (answer, _) = through(at, &format!("api.test:{own}"), cas, &req).expect("answered");
+    let (answer, _) = run
+        .store(&own, &format!("X-Forwarded-Host: {own}\r\n"))
+        .expect("answered");
     assert!(answer.contains("stored"), "{answer}");
     std::thread::sleep(Duration::from_millis(200));
-    let heard = heard.0.lock().unwrap();
+    let heard = run.heard.0.lock().unwrap();
     assert!(
         heard.iter().any(|d| !d.allowed
             && d.reason.as_ref().map(|c| c.reason.code()) == Some("misdirected_request")
@@ -499,23 +488,13 @@ fn the_owners_plain_port_of_a_secrets_host_carries_other_bytes_and_its_tls_is_st
     // SSH to a forge beside its HTTPS token: refused (`secret_needs_tls`)
     // unless the owner names the port; then spliced as it is, while TLS
     // naming the host on that port is still terminated and scrubbed.
-    let store = Store::start();
-    let [_, other] = store.ports;
-    let plain = vec![DomainRule::parse(&format!("api.test:{other}")).unwrap()];
-    let (_p, at, ca, held, heard) = proxy_with(&store, Vec::new(), plain);
-    let cas = [ca.as_str(), store.ca_pem.as_str()];
-    store_through_own_port(&store, at, cas, &held);
-    let load = format!("GET /load HTTP/1.1\r\nHost: api.test:{other}\r\nConnection: close\r\n\r\n");
-    let (answer, shown) = through(at, &format!("api.test:{other}"), cas, &load).expect("answered");
-    assert!(shown != store.cert_der, "spliced TLS naming the host");
+    let run = Run::start(Other::Plain);
+    let other = format!("api.test:{}", run.other());
+    run.store_through_own_port();
+    let (answer, shown) = run.load(&other).expect("answered");
+    assert!(shown != run.store.cert_der, "spliced TLS naming the host");
     assert!(!answer.contains(VALUE), "{answer}");
-    let mut tcp = TcpStream::connect(("127.0.0.1", at)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    write!(
-        tcp,
-        "CONNECT api.test:{other} HTTP/1.1\r\nHost: api.test:{other}\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n"
-    )
-    .unwrap();
+    let mut tcp = run.not_tls(&other);
     let mut head = [0u8; 12];
     let _ = tcp.read_exact(&mut head);
     assert_eq!(
@@ -526,9 +505,9 @@ fn the_owners_plain_port_of_a_secrets_host_carries_other_bytes_and_its_tls_is_st
     );
     drop(tcp);
     std::thread::sleep(Duration::from_millis(300));
-    let heard = heard.0.lock().unwrap();
+    let heard = run.heard.0.lock().unwrap();
     assert!(
-        !heard.iter().any(|d| d.port == other
+        !heard.iter().any(|d| d.port == run.other()
             && d.reason.as_ref().map(|c| c.reason.code()) == Some("secret_needs_tls")),
         "{heard:?}"
     );
