@@ -349,6 +349,10 @@ pub fn may_name_profile(name: &str, trust: Trust) -> Result<(), Refusal> {
 
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
+mod given_tests;
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
     use crate::fields::FIELDS;
@@ -517,8 +521,8 @@ mod tests {
 
     /// A catalogue of the owner's in a fresh directory, and a file outside
     /// it that a caller would like read as configuration.
-    struct Planted {
-        dir: std::path::PathBuf,
+    pub(super) struct Planted {
+        pub(super) dir: std::path::PathBuf,
     }
 
     impl Drop for Planted {
@@ -527,7 +531,7 @@ mod tests {
         }
     }
 
-    fn planted(tag: &str) -> (Planted, crate::compose::Catalog) {
+    pub(super) fn planted(tag: &str) -> (Planted, crate::compose::Catalog) {
         let dir = std::env::temp_dir().join(format!("warden-trust-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let profiles = dir.join("config/profiles");

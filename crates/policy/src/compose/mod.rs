@@ -22,6 +22,7 @@ pub use crate::layer::{Layer, Origin, Slot, Sourced, Val};
 use crate::Defaults;
 
 mod catalog;
+mod ceiling;
 mod error;
 
 use catalog::{is_path, read_file};
@@ -97,6 +98,10 @@ struct Loader<'a> {
     out: Composed,
     /// The profiles being loaded, outermost first, for cycle detection.
     stack: Vec<String>,
+    /// The profile a caller was given (its document's first `extends`,
+    /// merged with all it extends): the ceiling of everything the caller
+    /// chose ([`ceiling`]'s module documentation).
+    given: Option<Layer>,
 }
 
 /// What the loader keeps of the outermost document: its name, its
@@ -170,95 +175,6 @@ impl Loader<'_> {
         }
     }
 
-    /// A caller's values over what the owner's files (read before it: the
-    /// profiles it extends) set for the same field: only tighter
-    /// ([`trust::may_replace`]).
-    /// `checked` picks the values to hold (a door's layer holds the
-    /// owner's command line beside a caller's annotations).
-    fn hold_to_owners_ceiling(
-        &mut self,
-        layer: &Layer,
-        label: &str,
-        checked: impl Fn(&Sourced) -> bool,
-    ) {
-        let mut owners = Layer::default();
-        for (_, l) in &self.out.sources {
-            owners.merge(l);
-        }
-        for (field, slot) in &layer.slots {
-            if let (Slot::List(theirs), true) = (slot, trust::within_owners(*field)) {
-                self.hold_request_rules(&owners, *field, theirs, label, &checked);
-                continue;
-            }
-            if let (Slot::List(theirs), Some(Slot::List(mine))) = (slot, owners.slots.get(field)) {
-                let mine: Vec<&Val> = mine
-                    .iter()
-                    .filter(|m| m.trust == Trust::Owner)
-                    .map(|m| &m.val)
-                    .collect();
-                for t in theirs.iter().filter(|t| checked(t)) {
-                    if let Err(refusal) = trust::may_add(*field, &mine, &t.val) {
-                        let place = match &t.origin {
-                            Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
-                            o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
-                        };
-                        self.refuse(*field, label, &place, refusal);
-                    }
-                }
-                continue;
-            }
-            let (Slot::One(theirs), Some(Slot::One(mine))) = (slot, owners.slots.get(field)) else {
-                continue;
-            };
-            if !checked(theirs) || mine.trust != Trust::Owner {
-                continue;
-            }
-            if let Err(refusal) = trust::may_replace(*field, &mine.val, &theirs.val) {
-                let place = match &theirs.origin {
-                    Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
-                    o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
-                };
-                self.refuse(*field, label, &place, refusal);
-            }
-        }
-    }
-
-    /// A caller's allow and ask request rules, held under the owner's
-    /// (both kinds: an ask may become an allow) and off the names the
-    /// owner pinned ([`trust::may_add_request`]).
-    fn hold_request_rules(
-        &mut self,
-        owners: &Layer,
-        field: Field,
-        theirs: &[Sourced],
-        label: &str,
-        checked: &impl Fn(&Sourced) -> bool,
-    ) {
-        let mut rules: Vec<&Val> = Vec::new();
-        for f in [Field::AllowRequest, Field::AskRequest] {
-            if let Some(Slot::List(l)) = owners.slots.get(&f) {
-                rules.extend(l.iter().filter(|m| m.trust == Trust::Owner).map(|m| &m.val));
-            }
-        }
-        let pinned: Vec<&str> = match owners.slots.get(&Field::AddHost) {
-            Some(Slot::Map(m)) => m
-                .iter()
-                .filter(|(_, v)| v.trust == Trust::Owner)
-                .map(|(k, _)| k.as_str())
-                .collect(),
-            _ => Vec::new(),
-        };
-        for t in theirs.iter().filter(|t| checked(t)) {
-            if let Err(refusal) = trust::may_add_request(&t.val, &rules, &pinned) {
-                let place = match &t.origin {
-                    Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
-                    o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
-                };
-                self.refuse(field, label, &place, refusal);
-            }
-        }
-    }
-
     /// The document's tree: a request's body as given, a file's text
     /// parsed with every finding of its shape said (each entry the parser
     /// stops at is said and left out, and the rest read again).
@@ -308,7 +224,7 @@ impl Loader<'_> {
             self.finding(f.code, f.field, &label, &f.place, f.message.clone());
         }
         self.stack.push(label.clone());
-        for parent in &doc.extends {
+        for (index, parent) in doc.extends.iter().enumerate() {
             // A caller's document names the owner's profiles by name only;
             // what it names is then the owner's file, at every depth.
             if let Err(refusal) = trust::may_name_profile(&parent.value, src.trust) {
@@ -343,7 +259,11 @@ impl Loader<'_> {
                             msg,
                         );
                     } else {
+                        let first_source = self.out.sources.len();
                         self.load(parent_src);
+                        if src.trust == Trust::Caller {
+                            self.caller_named(index, first_source, &label, &parent.place);
+                        }
                     }
                 }
                 // A caller is not told where the owner's file is, nor why
@@ -490,6 +410,7 @@ pub fn compose_source(
         catalog,
         out: Composed::default(),
         stack: Vec::new(),
+        given: None,
     };
     if let Some(src) = profile {
         let label = src.label.clone();
