@@ -5,8 +5,9 @@
 //! scrubbed) and from one sent it in headers only (read in a decoded
 //! copy); the request's head echoed gzip'd with no Content-Encoding from
 //! a headers-only host never comes back with the value (outside review
-//! 28a F6); and a headers-only host's tarballs, zips and wheels reach the
-//! sandbox byte for byte.
+//! 28a F6); a headers-only host's tarballs, zips and wheels reach the
+//! sandbox byte for byte; and a sparse image gzip'd once, far past 64
+//! times, arrives whole (outside review 31, F10).
 
 use super::*;
 use sha2::Digest;
@@ -16,10 +17,11 @@ use std::sync::OnceLock;
 /// Zeros gzip'd three times over, with no Content-Encoding: 256 MiB.
 const BOMB_ZEROS: u64 = 256 << 20;
 
-/// What one body may decode to: the proxy's bound (16 MiB, and 64 times
-/// its coded bytes past that).
+/// What one body may decode to, every coding counted: the proxy's bound
+/// (16 MiB, and past that 1,032 times its coded bytes, as far as one gzip
+/// can pack anything).
 fn bound(coded: usize) -> u64 {
-    (16 << 20) + 64 * coded as u64
+    (16 << 20) + 1032 * coded as u64
 }
 
 fn bomb() -> &'static [u8] {
@@ -303,6 +305,115 @@ fn tarballs_zips_and_wheels_from_a_headers_only_host_arrive_byte_for_byte() {
         }
     }
     assert!(failed.is_empty(), "{}\n{s}", failed.join("\n"));
+}
+
+/// A sparse disk image: `mb` MiB of zeros with a few KiB of log text
+/// every 4 MiB, as a file system's used blocks stand among its empty ones.
+/// gzip'd once it is about a thousandth of its size, as far as one gzip
+/// can pack anything.
+fn sparse_image(mb: usize) -> Vec<u8> {
+    let mut image = vec![0u8; mb << 20];
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    for block in image.chunks_mut(4 << 20) {
+        let mut log = String::new();
+        while log.len() < 4000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            log.push_str(&format!(
+                "2026-12-01T02:{:02}:{:02}Z INFO GET /api/v1/items/{} 200 {} ms\n",
+                seed % 60,
+                (seed >> 8) % 60,
+                seed % 100_000,
+                (seed >> 16) % 900
+            ));
+        }
+        block[..log.len()].copy_from_slice(log.as_bytes());
+    }
+    image
+}
+
+/// Outside review 31, F10: a legitimate `.gz` packed once far past 64
+/// times (a sparse disk image, a log of one line repeated) from a secret's
+/// host arrived cut (0 bytes to the sandbox): one body's bound was 64
+/// times its coded bytes, which one gzip passes alone. Undeclared, from a
+/// host sent the secret in headers only, it reaches the sandbox byte for
+/// byte (its decoded copy read whole); declared `Content-Encoding: gzip`,
+/// it is decoded whole, from a host sent the secret in headers only or in
+/// bodies.
+#[test]
+fn a_sparse_image_gzip_d_once_from_a_secrets_host_arrives_whole() {
+    if !egress_available() {
+        return;
+    }
+    let image = sparse_image(40);
+    let packed = gzip(&image);
+    // Past the bound of 64 times the coded bytes that one body's decoding
+    // had before, within what one gzip can reach.
+    assert!(
+        (image.len() as u64) > (16 << 20) + 64 * packed.len() as u64
+            && (image.len() as u64) < bound(packed.len()),
+        "{} bytes packed to {}",
+        image.len(),
+        packed.len()
+    );
+    let declared = head_and(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            packed.len()
+        ),
+        packed.clone(),
+    );
+    let files = vec![("/disk.img.gz".to_string(), packed.clone())];
+    let serve = store(files);
+    let answer = move |req: &RawRequest| match req.target.as_str() {
+        "/disk.img" => declared.clone(),
+        _ => serve(req),
+    };
+    let ca = TestCa::new();
+    let up = RawUpstream::start(&ca, &[HOST], answer);
+    let want_gz = format!("{:x}", sha2::Sha256::digest(&packed));
+    let want_img = format!("{:x}", sha2::Sha256::digest(&image));
+    for in_bodies in [false, true] {
+        let mut args = vec!["--upstream-ca".to_string(), ca.pem_path()];
+        if in_bodies {
+            args.extend(["--secret-in-body".into(), "TOKEN".into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut script = String::new();
+        // Undeclared from a host sent secrets in bodies is decoded for the
+        // scrub (its bytes are not the server's): only the declared route.
+        let routes: &[&str] = if in_bodies {
+            &["/disk.img"]
+        } else {
+            &["/disk.img.gz", "/disk.img"]
+        };
+        for route in routes {
+            script.push_str(&format!(
+                "curl -s -o /tmp/f \"https://{HOST}:{}{route}\"; echo \"{route} curl=$? $(wc -c < /tmp/f) $(sha256sum < /tmp/f | cut -d' ' -f1)\"\n",
+                up.port
+            ));
+        }
+        let start = std::time::Instant::now();
+        let out = run_secret(&token(), up.port, &args, &script);
+        let s = ok(&out);
+        eprintln!("in bodies {in_bodies}, {:?}:\n{s}", start.elapsed());
+        for route in routes {
+            let (len, sum) = if *route == "/disk.img.gz" {
+                (packed.len(), &want_gz)
+            } else {
+                (image.len(), &want_img)
+            };
+            // Before: undeclared, `curl=92` and nothing (cut before its
+            // first byte); declared, 18 MB of the image's 40 MiB.
+            let want = format!("{route} curl=0 {len} {sum}");
+            assert!(
+                s.lines().any(|l| l == want),
+                "in bodies {in_bodies}: {route} not whole\n{s}\n{}",
+                stderr(&out)
+            );
+        }
+    }
 }
 
 /// Not a timed test: what reading an undeclared gzip download of a

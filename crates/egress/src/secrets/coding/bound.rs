@@ -2,11 +2,17 @@
 //! stand for gigabytes (a "bomb": 1,958 bytes of gzip stacked three times
 //! over are 4 GiB of zeros), and decoding a step at a time bounds what is
 //! held, not what is read. A body may decode to [`FLOOR`] bytes, and
-//! [`RATIO`] times its coded bytes past that; every stage's output counts
-//! (a middle coding that unpacks to gigabytes of empty blocks costs as
-//! much as one that unpacks to data). Past the bound the decoding stops
-//! with an error, once said to whoever set the bound. It never decides
-//! what happens to the body: the caller cuts or refuses it.
+//! [`LAYER`] times its coded bytes past that: what one gzip or deflate
+//! layer can stand for at most, so any single layer decodes at its own
+//! ratio (a sparse disk image gzip'd once is a thousandth of its size),
+//! while codings stacked on one another, which multiply, are held
+//! together to what one layer could give. Every stage's output counts (a
+//! middle coding that unpacks to gigabytes of empty blocks costs as much
+//! as one that unpacks to data), so the work of a body's decoding is at
+//! most [`LAYER`] bytes for each of its coded bytes, however many codings
+//! it stacks. Past the bound the decoding stops with an error, once said
+//! to whoever set the bound. It never decides what happens to the body:
+//! the caller cuts or refuses it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,14 +21,28 @@ use std::sync::Mutex;
 /// answer compressed a hundred times over still reads).
 pub(in crate::secrets) const FLOOR: u64 = 16 << 20;
 
-/// How many decoded bytes each coded byte may stand for past [`FLOOR`]:
-/// text compresses four to twenty times, a package's tarball four or
-/// five; a bomb a thousand times for each coding stacked.
+/// How many decoded bytes each coded byte may stand for past [`FLOOR`],
+/// every stage of a body's codings counted together: the most one
+/// deflate layer (gzip, zlib, raw deflate) can give. A match of 258
+/// bytes, the longest, costs at least two bits (a length code and a
+/// distance code of one bit each), so no deflate stream decodes to more
+/// than 1,032 times its bytes; text packs four to twenty times, a
+/// package's tarball four or five, a sparse image or a log of one line
+/// repeated about a thousand. A brotli stage, which has no such limit of
+/// its own, is held to it too; a stack of codings (a bomb: a thousand
+/// times for each coding stacked) is cut where one layer would have to
+/// stop.
+pub(in crate::secrets) const LAYER: u64 = 1032;
+
+/// How many bytes of decoding each byte of a stream may cost past
+/// [`FLOOR`] in what is read inside it (runs of base64 or hexadecimal,
+/// decoded and inflated: a layer stacked on whatever the body's own
+/// codings gave), all its runs together.
 pub(in crate::secrets) const RATIO: u64 = 64;
 
-/// The most a body of `coded` bytes may decode to.
+/// The most a body of `coded` bytes may decode to, every stage counted.
 pub(in crate::secrets) fn allowed(coded: u64) -> u64 {
-    FLOOR.saturating_add(coded.saturating_mul(RATIO))
+    FLOOR.saturating_add(coded.saturating_mul(LAYER))
 }
 
 /// Told once that a body went past its bound: its coded and decoded
@@ -41,7 +61,7 @@ pub(in crate::secrets) struct Budget {
 
 /// A body went past its bound.
 #[derive(Debug, thiserror::Error)]
-#[error("it decodes to more than {allowed} bytes ({coded} coded bytes may stand for {RATIO} times as many, past {FLOOR})")]
+#[error("it decodes to more than {allowed} bytes ({coded} coded bytes may stand for {LAYER} times as many, past {FLOOR})")]
 pub(in crate::secrets) struct Over {
     pub(in crate::secrets) coded: u64,
     pub(in crate::secrets) allowed: u64,
@@ -105,7 +125,7 @@ mod tests {
         let b = Budget::new(Some(Box::new(move |c, d| t.lock().unwrap().push((c, d)))));
         b.coded(1000);
         assert!(b.decoded(FLOOR as usize).is_ok());
-        assert!(b.decoded(1000 * RATIO as usize).is_ok());
+        assert!(b.decoded(1000 * LAYER as usize).is_ok());
         assert!(!b.is_over());
         assert!(b.decoded(1).is_err());
         assert!(b.is_over());
@@ -114,7 +134,7 @@ mod tests {
         assert!(b.decoded(1).is_err());
         assert_eq!(
             told.lock().unwrap().as_slice(),
-            &[(1000, FLOOR + 1000 * RATIO + 1)]
+            &[(1000, FLOOR + 1000 * LAYER + 1)]
         );
         // A tarball that inflates five times over passes whatever its size.
         let tar = Budget::new(None);

@@ -276,21 +276,18 @@ fn a_bomb_stops_at_its_bound_and_says_so_once() {
 
 #[test]
 fn a_middle_coding_of_empty_blocks_costs_what_it_decodes_to() {
-    // gzip of a gzip whose deflate stream is empty stored blocks only:
-    // the outer coding unpacks to megabytes, the body itself to nothing.
+    // gzip of gzip of a gzip whose deflate stream is empty stored blocks
+    // only: the middle coding unpacks to megabytes, the body itself to
+    // nothing. (Under one coding alone the empty blocks could cost no
+    // more than one layer may: a bound of the body's own bytes.)
     let mut inner = vec![0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff];
     for _ in 0..(48 << 20) / 5 {
         inner.extend_from_slice(&[0x00, 0x00, 0x00, 0xff, 0xff]);
     }
-    let coded = {
-        use std::io::Write;
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(&inner).unwrap();
-        e.finish().unwrap()
-    };
+    let coded = code(&inner, &[(Coding::Gzip, false), (Coding::Gzip, false)]);
     let budget = Arc::new(Budget::new(None));
     let mut p = Pipeline::new(
-        &[Coding::Gzip, Coding::Gzip],
+        &[Coding::Gzip, Coding::Gzip, Coding::Gzip],
         &pool(),
         Some(budget.clone()),
         true,
@@ -307,4 +304,43 @@ fn a_middle_coding_of_empty_blocks_costs_what_it_decodes_to() {
         Ok(Pulled::Data(d)) => panic!("empty blocks decoded to {} bytes", d.len()),
         Ok(_) => panic!("48 MiB of empty blocks passed unbounded"),
     }
+}
+
+/// Outside review 31, F10: one gzip of a sparse image (a thousandth of
+/// its size) was cut at 64 times its bytes. One layer decodes at its own
+/// ratio, whatever the size; the same bytes gzip'd once more, which
+/// multiplies, are cut where one layer would have to stop.
+#[test]
+fn one_gzip_decodes_at_its_own_ratio_and_a_stack_is_held_to_what_one_layer_gives() {
+    let mut image = vec![0u8; 48 << 20];
+    for (i, block) in image.chunks_mut(8 << 20).enumerate() {
+        let log = format!("block {i}: a file system's used blocks\n").repeat(100);
+        block[..log.len()].copy_from_slice(log.as_bytes());
+    }
+    let once = code(&image, &[(Coding::Gzip, false)]);
+    assert!(
+        image.len() as u64 > bound::FLOOR + 64 * once.len() as u64,
+        "{}",
+        once.len()
+    );
+    let read = |coded: &[u8], codings: &[Coding]| -> Result<u64, std::io::Error> {
+        let budget = Arc::new(Budget::new(None));
+        let mut p = Pipeline::new(codings, &pool(), Some(budget), true);
+        p.feed(coded);
+        p.end_input();
+        let mut got = 0u64;
+        loop {
+            match p.next()? {
+                Pulled::Data(d) => got += d.len() as u64,
+                Pulled::End => return Ok(got),
+                _ => panic!("waited with all its input"),
+            }
+        }
+    };
+    assert_eq!(read(&once, &[Coding::Gzip]).unwrap(), image.len() as u64);
+    // Each layer of a stack counts: 48 MiB of zeros gzip'd twice stand
+    // for some 20,000 times their bytes.
+    let twice = code(&once, &[(Coding::Gzip, false)]);
+    let e = read(&twice, &[Coding::Gzip, Coding::Gzip]).unwrap_err();
+    assert!(e.get_ref().is_some_and(|e| e.is::<Over>()), "{e}");
 }
