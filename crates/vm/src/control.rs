@@ -48,9 +48,11 @@ pub enum ControlError {
     #[error("the VM's relay did not answer")]
     NoAnswer,
     /// The paused VM was not resumed because a share is refused with a
-    /// reason code (`share_link`, `share_changed`): nothing of it was
-    /// served; the sandbox ends.
-    #[error("the paused VM could not be resumed ({0}); the sandbox ends")]
+    /// reason code (`share_link`, `share_changed`), found before anything
+    /// of its saved state was touched: nothing of it was served, and the
+    /// VM stays paused to disk as it was, to resume once the share is
+    /// back.
+    #[error("the paused VM was not resumed ({0}); it stays paused to disk, and resumes once the share is what it was")]
     ShareRefused(crate::shares::ShareError),
 }
 
@@ -332,6 +334,10 @@ impl Live {
                 let dir = dir.clone();
                 match self.restore(&dir) {
                     Ok(()) => (Ok("resumed"), After::Serve),
+                    // Refused before the restore touched the saved state
+                    // or started a VMM: the VM stays paused to disk, its
+                    // channel held, for a resume once the share is back.
+                    Err(e @ ControlError::ShareRefused(_)) => (Err(e), After::Serve),
                     Err(e) => (Err(e), After::Lost),
                 }
             }
@@ -463,9 +469,13 @@ impl Live {
 
     fn restore(&mut self, dir: &std::path::Path) -> Result<(), ControlError> {
         let lost = |e: &dyn std::error::Error| ControlError::Lost(warden_jail::chain_str(e));
-        let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| {
-            let why = lost(&e);
-            crate::pause::refused_share(e).map_or(why, ControlError::ShareRefused)
+        let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| match e {
+            // Only a refusal before anything was touched leaves the VM
+            // paused; a share refused later would be a lost VM's.
+            crate::pause::PauseError::Share(s) if s.reason().is_some() => {
+                ControlError::ShareRefused(s)
+            }
+            e => lost(&e),
         })?;
         let (w, r) = match (m.stream.try_clone(), m.stream.try_clone()) {
             (Ok(w), Ok(r)) => (w, r),

@@ -34,6 +34,12 @@ pub enum PauseError {
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
     Machine(#[from] MachineError),
+    /// A share or the root tree is refused (`share_link`, `share_changed`)
+    /// before anything of the saved state was read or taken, nor any VMM
+    /// started: the state is as it was, and resumes once the share is
+    /// back.
+    #[error(transparent)]
+    Share(crate::shares::ShareError),
 }
 
 /// Why a VM of `cfg` can never be saved, whatever its guest does: its
@@ -95,6 +101,53 @@ pub struct PausedVm {
     /// state without one, or whose file differs, is refused as damaged.
     #[serde(default)]
     pub ram_sha256: Option<String>,
+    /// What each share and the root tree was when the VM was paused: a
+    /// new supervisor (which checks the paths anew) restores it only over
+    /// those very files, as the supervisor that paused it does.
+    #[serde(default)]
+    pub shared: Shared,
+}
+
+/// What a paused VM's shares were ([`PausedVm::shared`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Shared {
+    /// Each bind by its path and mode: whether a single file, and its
+    /// identity.
+    pub binds: Vec<(PathBuf, bool, bool, crate::shares::Identity)>,
+    pub rootfs: Option<crate::shares::Identity>,
+}
+
+impl Shared {
+    fn of(cfg: &Config) -> Shared {
+        Shared {
+            binds: cfg
+                .shares
+                .iter()
+                .map(|s| (s.path.clone(), s.writable, s.file, s.id))
+                .collect(),
+            rootfs: cfg.rootfs_id,
+        }
+    }
+
+    /// `cfg` with the identities its shares had at the pause: checked
+    /// against those, not against what a new supervisor found at the
+    /// paths now.
+    fn onto(&self, cfg: &Config) -> Config {
+        let mut cfg = cfg.clone();
+        for s in &mut cfg.shares {
+            let at = self
+                .binds
+                .iter()
+                .find(|b| b.0 == s.path && b.1 == s.writable);
+            if let Some((_, _, file, id)) = at {
+                (s.file, s.id) = (*file, *id);
+            }
+        }
+        if self.rootfs.is_some() {
+            cfg.rootfs_id = self.rootfs;
+        }
+        cfg
+    }
 }
 
 const STATE: &str = "vm.vmstate";
@@ -183,6 +236,7 @@ pub fn pause_to_disk(
         record,
         ram,
         ram_sha256,
+        shared: Shared::of(cfg),
     };
     let about = dir.join(ABOUT);
     let bytes = serde_json::to_vec(&paused).unwrap_or_default();
@@ -206,7 +260,9 @@ pub fn is_paused(dir: &Path) -> bool {
 /// Resume the VM paused in `dir` in a new VMM started with `cfg` (the
 /// settings it was paused with; its shares, network and run directory may
 /// be new ones). The guest runs again only once its state has loaded
-/// whole and its digest matched; then the paused state is removed.
+/// whole and its digest matched; then the paused state is removed. Its
+/// shares are opened and checked first: one refused
+/// ([`PauseError::Share`]) leaves the state untouched.
 pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, PauseError> {
     let about = dir.join(ABOUT);
     let bytes = std::fs::read(&about).map_err(snapshot::io("read", &about))?;
@@ -220,8 +276,10 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
             dir: dir.to_path_buf(),
         });
     }
+    // Its own pause: the shares it had then, whoever restores it.
+    let mut cfg = paused.shared.onto(cfg);
+    let shares = open_shares(&cfg)?;
     let opened = snapshot::open(&dir.join(STATE), &key)?;
-    let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
     // Its RAM: the base taken back as its running file again (no copy of
     // this save links it: each has a file of its own).
@@ -248,7 +306,7 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
         taken = Some(running.clone());
         cfg.ram = crate::ram::Ram::Shared(running);
     }
-    let restored = Machine::launch(&cfg).and_then(|l| {
+    let restored = Machine::launch_opened(&cfg, shares).and_then(|l| {
         l.restored(
             &cfg,
             timeout,
@@ -294,9 +352,22 @@ pub struct Unresumed {
 /// out of its error, if that is why it failed.
 pub fn refused_share(e: PauseError) -> Option<crate::shares::ShareError> {
     match e {
-        PauseError::Machine(MachineError::Share(s)) if s.reason().is_some() => Some(s),
+        PauseError::Share(s) | PauseError::Machine(MachineError::Share(s))
+            if s.reason().is_some() =>
+        {
+            Some(s)
+        }
         _ => None,
     }
+}
+
+/// The shares and root tree of `cfg` opened and checked for a restore's
+/// VMM, before the restore reads or takes anything of its saved state: a
+/// share refused ([`PauseError::Share`]) changes nothing of it, and the
+/// VMM is handed these very descriptors (no second lookup a swap could
+/// slip between).
+fn open_shares(cfg: &Config) -> Result<crate::machine::OpenedShares, PauseError> {
+    crate::machine::OpenedShares::open(cfg).map_err(PauseError::Share)
 }
 
 /// Restore the VM paused to disk in `dir` by a supervisor that is gone,
@@ -327,8 +398,10 @@ pub(crate) fn restore_paused(
 /// Restore, as a copy with its own identity (`hostname`, a fresh seed,
 /// the host's clock), the VM saved in `dir` (a fork's or a snapshot's
 /// copy of another VM's state), into a VMM started with `config`. The
-/// state is this sandbox's own copy: whatever the outcome, it is not
-/// tried again (the next start boots anew).
+/// state is this sandbox's own copy: once tried, it is not tried again
+/// (the next start boots anew), except when a share was refused before
+/// anything of it was touched ([`PauseError::Share`]): it is kept whole
+/// for a start once the share is back.
 pub(crate) fn restore_as_copy(
     config: &mut Config,
     dir: &Path,
@@ -337,10 +410,13 @@ pub(crate) fn restore_as_copy(
 ) -> Result<Machine, Unresumed> {
     config.workspace_fs = crate::fsd::WorkspaceFs::NineP;
     copy_of(config, dir, timeout, hostname, true).map_err(|e| {
-        let _ = warden_workspace::fsutil::remove_tree(dir);
+        let kept = matches!(e, PauseError::Share(_));
+        if !kept {
+            let _ = warden_workspace::fsutil::remove_tree(dir);
+        }
         Unresumed {
             why: warden_jail::chain_str(&e),
-            kept: false,
+            kept,
             share: refused_share(e),
         }
     })
@@ -385,6 +461,7 @@ fn copy_of(
             dir: dir.to_path_buf(),
         });
     }
+    let shares = open_shares(cfg)?;
     let mut seed = vec![0u8; 64];
     std::io::Read::read_exact(
         &mut std::fs::File::open("/dev/urandom").map_err(snapshot::io(
@@ -431,7 +508,7 @@ fn copy_of(
     } else {
         crate::ram::Ram::Anonymous
     };
-    let mut m = Machine::launch(&cfg)?.restored(
+    let mut m = Machine::launch_opened(&cfg, shares)?.restored(
         &cfg,
         timeout,
         || opened.verify(),
@@ -494,3 +571,6 @@ fn reidentify(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

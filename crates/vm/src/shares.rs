@@ -147,7 +147,7 @@ pub fn unhex(s: &str) -> Option<PathBuf> {
 /// its owner. Every later launch of the VM (a resume from disk, a fork's
 /// copy, a restore from a snapshot) opens the path again and serves it
 /// only if it is still this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     pub dev: u64,
     pub ino: u64,
@@ -211,11 +211,26 @@ pub fn reopen(
     want: Identity,
     file: bool,
 ) -> Result<std::os::fd::OwnedFd, ShareError> {
-    let (_, opened) = check_path(what, path)?;
     let changed = |why| ShareError::Changed {
         what,
         path: path.to_path_buf(),
         why,
+    };
+    let (_, opened) = match check_path(what, path) {
+        // Checked once, gone now (moved away, or a component of its path
+        // no longer a directory): changed since, as a swap is, with the
+        // same code.
+        Err(ShareError::Missing { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Err(changed(
+                "is no longer there (moved or removed since the sandbox was made)",
+            ))
+        }
+        r => r?,
     };
     if (opened.file, opened.dir) != (file, !file) {
         return Err(changed(

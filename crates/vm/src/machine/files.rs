@@ -49,7 +49,7 @@ pub(super) fn share_swap(
 /// (`crate::shares::reopen`). The view each is served through, its
 /// Landlock rule and its place in the VMM's root are all made from these
 /// descriptors, never from the paths again.
-pub(super) struct OpenedShares {
+pub(crate) struct OpenedShares {
     /// By the index of `Config::shares`.
     pub(super) shares: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The `--rootfs` tree served over 9p (none with a root image).
@@ -57,7 +57,11 @@ pub(super) struct OpenedShares {
 }
 
 impl OpenedShares {
-    pub(super) fn open(cfg: &Config) -> Result<OpenedShares, MachineError> {
+    /// Every share of `cfg` and its root tree opened and checked, or the
+    /// first refused (`share_link`, `share_changed`). Only opens: a
+    /// restore calls it before it touches its saved state, so that a
+    /// refusal leaves that state as it was.
+    pub(crate) fn open(cfg: &Config) -> Result<OpenedShares, crate::shares::ShareError> {
         let shares = cfg
             .shares
             .iter()

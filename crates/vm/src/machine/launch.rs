@@ -156,8 +156,25 @@ impl Machine {
         Machine::launch(cfg)?.until(cfg, timeout, Kind::Ready)
     }
 
-    /// Start the VMM (in its jail) with `cfg`; nothing waited for.
+    /// Start the VMM (in its jail) with `cfg`; nothing waited for. Its
+    /// shares and root tree are opened again for this launch whatever it
+    /// is (a boot, a template's copy): see [`Machine::launch_opened`].
     pub(crate) fn launch(cfg: &Config) -> Result<Launched, MachineError> {
+        let opened = OpenedShares::open(cfg)?;
+        Machine::launch_opened(cfg, opened)
+    }
+
+    /// [`Machine::launch`] with the shares and root tree `opened` for it
+    /// (through no link, and each still the very file checked when the
+    /// sandbox was made: a link or another directory swapped in since is
+    /// refused, `share_link` or `share_changed`, before any launch). A
+    /// restore opens them before it takes its saved state, so that a
+    /// share refused leaves the state as it was; everything the VMM is
+    /// handed of them is made from these descriptors.
+    pub(crate) fn launch_opened(
+        cfg: &Config,
+        opened: OpenedShares,
+    ) -> Result<Launched, MachineError> {
         let start = Instant::now();
         let logs = Logs::create(&cfg.run_dir)?;
         let pair = || {
@@ -196,13 +213,9 @@ impl Machine {
             }
             (None, _) => None,
         };
-        // Each share and the root tree likewise, opened again for this
-        // launch whatever it is (a boot, a resume from disk, a fork's copy,
-        // a restore from a snapshot): through no link, and served only if
-        // still the very file checked when the sandbox was made (a link or
-        // another directory swapped in since is refused, `share_link` or
-        // `share_changed`); everything below is made from the descriptors.
-        let opened = OpenedShares::open(cfg)?;
+        // Each share and the root tree likewise were opened for this
+        // launch (`opened`); everything below is made from those
+        // descriptors.
         let (ids, swap) = vmm_ids(ws.as_ref().map(|(_, _, owner)| *owner));
         let (served, fs_note) = match (&ws, &cfg.workspace_fs) {
             (Some((ws, dir, _)), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
@@ -524,28 +537,7 @@ mod tests {
         let bind = top.join("p/sub/data");
         std::fs::create_dir_all(&bind).unwrap();
         std::fs::create_dir_all(top.join("victim/data")).unwrap();
-        let fs = warden_policy::FilesystemSpec {
-            rootfs: None,
-            workspace: None,
-            binds: vec![warden_policy::Bind {
-                path: bind.clone(),
-                writable: true,
-            }],
-            tmp_size: 1 << 20,
-            overlay: None,
-            hidden: vec![],
-            runs_on_host: vec![],
-            home: Default::default(),
-            home_at: None,
-            caches: vec![],
-            workdir: None,
-            disk: None,
-            volumes: vec![],
-            workspace_identity: None,
-        };
-        let mut cfg = super::super::argv::tests::config();
-        cfg.shares = crate::shares::binds(&fs).unwrap().0;
-        cfg.run_dir = top.join("run");
+        let cfg = super::super::config_sharing(&bind, &top.join("run"));
         std::os::unix::fs::symlink(top.join("victim"), top.join("p/sub.lnk")).unwrap();
         rustix::fs::renameat_with(
             rustix::fs::CWD,

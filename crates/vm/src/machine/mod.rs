@@ -21,6 +21,7 @@ mod argv;
 mod files;
 mod launch;
 
+pub(crate) use files::OpenedShares;
 pub(crate) use launch::Then;
 
 /// Why a VM could not be started.
@@ -327,4 +328,34 @@ impl Drop for Machine {
             let _ = warden_workspace::fsutil::remove_tree(&self.run_dir);
         }
     }
+}
+
+/// A test's VM config that lends `bind` read-write (checked now, as a
+/// sandbox's preparation checks it), its run directory `run_dir`.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn config_sharing(bind: &Path, run_dir: &Path) -> Config {
+    let fs = warden_policy::FilesystemSpec {
+        rootfs: None,
+        workspace: None,
+        binds: vec![warden_policy::Bind {
+            path: bind.to_path_buf(),
+            writable: true,
+        }],
+        tmp_size: 1 << 20,
+        overlay: None,
+        hidden: vec![],
+        runs_on_host: vec![],
+        home: Default::default(),
+        home_at: None,
+        caches: vec![],
+        workdir: None,
+        disk: None,
+        volumes: vec![],
+        workspace_identity: None,
+    };
+    let mut cfg = argv::tests::config();
+    cfg.shares = crate::shares::binds(&fs).unwrap().0;
+    cfg.run_dir = run_dir.to_path_buf();
+    cfg
 }
