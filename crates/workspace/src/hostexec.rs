@@ -11,7 +11,12 @@
 //! (Makefiles, `build.rs`, test files, scripts) are not here: they are the
 //! project's code, shown in full by the diff, and the threat model's
 //! known limit says so. What is here is configuration that turns into a
-//! command without looking like one.
+//! command without looking like one, and configuration that is code: a
+//! tool's settings written as a program (`eslint.config.js`,
+//! `conftest.py`), which the tool runs as the owner when an editor opens
+//! the folder, lints or formats a file, or lists the tests. Settings files
+//! that can name code to load (`.pylintrc`'s `init-hook`, `pyproject.toml`)
+//! are judged by what they name: `crate::loads`.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -79,6 +84,51 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".pnpmfile.cjs", "pnpm runs it at every pnpm install"),
     ("bunfig.toml", "bun runs the scripts its preload names at every bun run and bun test, and takes its registries from here"),
     ("binding.gyp", "npm runs node-gyp rebuild at install when a package holds one, and gyp runs its <!(...) commands"),
+    // Configurations that are code: the tool runs the file itself, as the
+    // owner, when an editor opens the folder, lints or formats a file or
+    // lists the tests, and at the tool's every run. (Their data forms,
+    // `.eslintrc.json` or `.pylintrc`, are flagged when what they name
+    // for the tool to load changed: `crate::loads`.)
+    ("eslint.config.*", "ESLint runs this JavaScript whenever it lints: an editor's ESLint extension as soon as a file of the project is opened"),
+    (".eslintrc.*js", "ESLint runs this JavaScript whenever it lints: an editor's ESLint extension as soon as a file of the project is opened"),
+    ("prettier.config.*", "Prettier runs this JavaScript whenever it formats: an editor's Prettier extension at the next format on save"),
+    (".prettierrc.*js", "Prettier runs this JavaScript whenever it formats: an editor's Prettier extension at the next format on save"),
+    (".prettierrc.*ts", "Prettier runs this TypeScript whenever it formats: an editor's Prettier extension at the next format on save"),
+    ("stylelint.config.*", "stylelint runs this JavaScript whenever it lints: an editor's stylelint extension as soon as a stylesheet is opened"),
+    (".stylelintrc.*js", "stylelint runs this JavaScript whenever it lints: an editor's stylelint extension as soon as a stylesheet is opened"),
+    ("babel.config.*", "Babel runs this whenever it compiles: a linter's Babel parser in the editor, a test runner, a bundler"),
+    (".babelrc.*js", "Babel runs this whenever it compiles: a linter's Babel parser in the editor, a test runner, a bundler"),
+    ("jest.config.*", "Jest runs this at every run, and an editor's Jest extension when the folder is opened"),
+    ("vitest.config.*", "Vitest runs this at every run, and its editor extension when the folder is opened"),
+    ("vitest.workspace.*", "Vitest runs this at every run, and its editor extension when the folder is opened"),
+    ("vite.config.*", "Vite runs this at every dev server and build, and Vitest (with its editor extension) reads it"),
+    ("tailwind.config.*", "the Tailwind CSS editor extension runs this when the folder is opened, and every build runs it"),
+    ("postcss.config.*", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
+    (".postcssrc.*js", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
+    (".postcssrc.*ts", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
+    ("svelte.config.*", "the Svelte language server runs this when the folder is opened, and every build runs it"),
+    ("astro.config.*", "Astro's language server and every build run this"),
+    ("playwright.config.*", "Playwright runs this at every run, and its editor extension when the folder is opened, to list the tests"),
+    ("cypress.config.*", "Cypress runs this at every run"),
+    ("webpack.config.*", "webpack runs this at every build and dev server"),
+    ("rollup.config.*", "rollup runs this at every build"),
+    ("next.config.*", "Next.js runs this at every dev server and build"),
+    ("nuxt.config.*", "Nuxt runs this at every dev server and build"),
+    ("tsup.config.*", "tsup runs this at every build"),
+    (".mocharc.*js", "Mocha runs this at every run, an editor's test explorer included"),
+    ("commitlint.config.*", "commitlint runs this at the next commit, from a git hook"),
+    (".markdownlint*.*js", "markdownlint's editor extension runs this when a Markdown file is opened"),
+    ("conftest.py", "pytest imports it at every run below its directory, editors' test discovery (when the folder is opened) included"),
+    ("sitecustomize.py", "Python imports it at every start of an interpreter that has its directory on the path"),
+    ("usercustomize.py", "Python imports it at every start of an interpreter that has its directory on the path"),
+    (".rspec", "rspec takes its command line from it at every run (--require loads Ruby)"),
+    (".rspec-local", "rspec takes its command line from it at every run (--require loads Ruby)"),
+    (".php-cs-fixer*.php", "PHP CS Fixer runs this PHP whenever it formats: an editor extension at the next format on save"),
+    (".php_cs", "PHP CS Fixer runs this PHP whenever it formats: an editor extension at the next format on save"),
+    (".php_cs.dist", "PHP CS Fixer runs this PHP whenever it formats: an editor extension at the next format on save"),
+    ("rust-analyzer.toml", "rust-analyzer runs the commands named here (build script and check overrides, a proc-macro server) when the folder is opened"),
+    (".dir-locals.el", "Emacs applies it to every file opened below it, and runs its eval forms once they are marked safe"),
+    (".dir-locals-2.el", "Emacs applies it to every file opened below it, and runs its eval forms once they are marked safe"),
     // Rust.
     (".cargo/config.toml", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
     (".cargo/config", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),

@@ -1,9 +1,10 @@
 //! Flags that need the trees, not just a change's own name: where a
 //! symbolic link leads once every other link is followed, which changes
 //! fall inside a git repository as git finds one, where git looks for
-//! hooks, and whether npm's lifecycle scripts changed. `flags` judges a
-//! change by its path and entries alone; this module judges it by what the
-//! host will do with it once committed.
+//! hooks, whether npm's lifecycle scripts changed, and whether what a
+//! linter's settings name for it to load changed (`crate::loads`).
+//! `flags` judges a change by its path and entries alone; this module
+//! judges it by what the host will do with it once committed.
 
 use crate::beneath::Tree;
 use crate::change::{Change, EntryKind, Flag};
@@ -107,6 +108,9 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
             }
         }
         if let Some(f) = npm(t, c) {
+            found.push(f);
+        }
+        if let Some(f) = crate::loads::flag(t.upper, t.real, c) {
             found.push(f);
         }
         let opts = glob::MatchOptions {

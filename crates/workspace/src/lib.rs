@@ -35,6 +35,7 @@ mod judge;
 pub mod layer;
 pub mod links;
 mod listing;
+mod loads;
 pub mod overlay;
 mod real;
 pub mod review;

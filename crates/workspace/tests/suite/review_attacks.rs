@@ -2,6 +2,8 @@
 //! each one shaped so that what the change looks like differs from what the
 //! host will do with it once committed.
 
+mod tool_code;
+
 use crate::common;
 use crate::common::{rules, skip, TempDir};
 use std::fs;
