@@ -175,20 +175,34 @@ impl App {
     }
 
     /// Why a token holder may not name `path` as a workspace, as a
-    /// reason code: `forbidden` (not under a root, or not there at all:
-    /// one answer, which tells nothing of the host), or
+    /// reason code: `forbidden` (not a directory under a root, named as
+    /// it is: one answer, which tells nothing of the host), or
     /// [`HOLDS_CONFIGURATION`](warden_runtime::owners_files::HOLDS_CONFIGURATION)
     /// (it holds a file the owner's configuration is read from). `None`:
     /// it may.
+    ///
+    /// The path is judged by its spelling before anything of the host is
+    /// looked at: one that does not lie under a root as written (or that
+    /// holds a `.` or `..`) is refused without a look, so whether it
+    /// exists, is a file, is the owner's alone, or is a link or a `..`
+    /// into a root tells in nothing (outside review 31, F11). Only a path
+    /// under a root, which the token was given, is then resolved; one
+    /// that resolves elsewhere (a link in it) is refused alike.
     pub fn workspace_refused(&self, path: &std::path::Path) -> Option<&'static str> {
-        let Ok(real) = std::fs::canonicalize(path) else {
-            return Some("forbidden");
-        };
-        if !self.workspace_roots.iter().any(|r| real.starts_with(r)) {
+        use std::path::Component;
+        let plain = path.is_absolute()
+            && path
+                .components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !plain || !self.workspace_roots.iter().any(|r| path.starts_with(r)) {
             return Some("forbidden");
         }
-        self.holds_configuration(&real)
-            .then_some(warden_runtime::owners_files::HOLDS_CONFIGURATION)
+        match std::fs::canonicalize(path) {
+            Ok(real) if real == path => self
+                .holds_configuration(&real)
+                .then_some(warden_runtime::owners_files::HOLDS_CONFIGURATION),
+            _ => Some("forbidden"),
+        }
     }
 
     /// Whether the directory `real` (canonical) holds, or lies inside, the

@@ -65,6 +65,7 @@ mod gvisor_quota;
 mod hard_link_copies;
 mod home;
 mod host_identity;
+mod host_probes;
 mod input_checks;
 mod isolation;
 mod judge_cpu;

@@ -356,17 +356,18 @@ impl Session {
         // which tells nothing of the host (whether a path exists, what
         // the owner's roots or configuration directories are), as the
         // native API's.
+        // The path is judged as the native API judges it, by its spelling
+        // before anything of the host is looked at
+        // ([`App::workspace_refused`](crate::app::App::workspace_refused)),
+        // and is never said back.
         if s.door == "http" {
-            return std::fs::canonicalize(&p)
-                .ok()
-                .filter(|real| roots.iter().any(|r| real.starts_with(r)))
-                .filter(|real| !self.api().app().holds_configuration(real))
-                .ok_or_else(|| {
-                    Refused::new(
-                        "forbidden",
-                        format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
-                    )
-                });
+            return match self.api().app().workspace_refused(&p) {
+                None => Ok(p),
+                Some(_) => Err(Refused::new(
+                    "forbidden",
+                    crate::routes::sandboxes::NOT_UNDER_A_ROOT,
+                )),
+            };
         }
         let real = std::fs::canonicalize(&p).map_err(|e| {
             Refused::new(

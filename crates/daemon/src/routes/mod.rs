@@ -19,6 +19,7 @@ pub(crate) mod profiles;
 pub(crate) mod pty;
 pub(crate) mod redact;
 mod rfb;
+mod said;
 pub(crate) mod sandboxes;
 mod tokens;
 mod vnc;

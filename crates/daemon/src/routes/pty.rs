@@ -148,7 +148,7 @@ async fn send_json(socket: &mut WebSocket, m: &PtyServerMessage) -> bool {
 }
 
 /// Say what went wrong and close.
-async fn fail(mut socket: WebSocket, e: ApiError, shown: Shown<'_>) {
+async fn fail(mut socket: WebSocket, e: ApiError, shown: &Shown<'_>) {
     let m = PtyServerMessage::Error {
         code: e.problem.code,
         message: shown.text(&e.problem.message),
@@ -169,19 +169,34 @@ async fn fail(mut socket: WebSocket, e: ApiError, shown: Shown<'_>) {
 }
 
 /// How a session's messages are shown to whoever opened it: a caller
-/// (not the owner) is shown no host path ([`super::redact::for_caller`]).
-#[derive(Clone, Copy)]
+/// (not the owner) is shown no host path ([`super::redact::for_caller`]),
+/// and what it asked to start (its argv, working directory, variables)
+/// as it asked it.
 struct Shown<'a> {
     app: &'a App,
     caller: bool,
+    said: Vec<String>,
 }
 
 impl Shown<'_> {
     fn text(&self, message: &str) -> String {
         match self.caller {
-            true => super::redact::for_caller(self.app, message),
+            true => super::redact::for_caller(self.app, message, &self.said),
             false => message.to_string(),
         }
+    }
+
+    /// The words of `start`, the caller's own.
+    fn asked(&mut self, start: &PtyStart) {
+        self.said = start
+            .argv
+            .iter()
+            .flatten()
+            .chain(start.shell.iter())
+            .chain(start.cwd.iter())
+            .chain(start.env.iter().flat_map(|(k, v)| [k, v]))
+            .cloned()
+            .collect();
     }
 }
 
@@ -340,9 +355,10 @@ async fn session(
     start: Option<PtyStart>,
 ) {
     let app_ref = app.clone();
-    let shown = Shown {
+    let mut shown = Shown {
         app: &app_ref,
         caller: credential.revocable(),
+        said: Vec::new(),
     };
     // One check from the upgrade on: the wait for the start message, the
     // spawn and the relay all end with the credential.
@@ -357,10 +373,11 @@ async fn session(
             };
             match first {
                 Ok(s) => s,
-                Err(e) => return fail(socket, e, shown).await,
+                Err(e) => return fail(socket, e, &shown).await,
             }
         }
     };
+    shown.asked(&start);
     let target = Arc::new(target);
     let (t, a, c) = (target.clone(), app.clone(), credential.clone());
     // Asked once more right before the process starts: a revocation
@@ -374,7 +391,7 @@ async fn session(
     .await
     {
         Ok(s) => s,
-        Err(e) => return fail(socket, e, shown).await,
+        Err(e) => return fail(socket, e, &shown).await,
     };
     let Spawned {
         running,
@@ -397,7 +414,7 @@ async fn session(
         return fail(
             socket,
             ApiError::internal("cannot relay the terminal"),
-            shown,
+            &shown,
         )
         .await;
     }

@@ -11,6 +11,13 @@
 //! data) and for refusals, whatever handler wrote them; the event stream,
 //! which is long-lived, asks [`event_line`] for each event. Command output
 //! and file contents are the sandbox's own data and are never rewritten.
+//!
+//! Nor are the caller's own words: what its request said
+//! ([`Said`](super::said::Said)), its labels, the commands it ran. A
+//! rewrite of them would be an oracle: a token naming a guess of the
+//! owner's home would see it replaced when right and said back when
+//! wrong. So the answer to a guess never depends on what it guessed
+//! (outside review 31, F11).
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -20,6 +27,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::said::Said;
 use crate::app::App;
 use crate::auth::Caller;
 
@@ -71,6 +79,12 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         .extensions()
         .get::<MatchedPath>()
         .is_some_and(|m| !NOT_DESCRIBING.contains(&m.as_str()));
+    let hidden = hidden_from_callers(&app);
+    let (said, req) = match Said::of(req, app.limits.body_bytes).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let said = said.only(|s| hidden.touches(s));
     let response = next.run(req).await;
     let json = response
         .headers()
@@ -102,7 +116,7 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             map.values_mut().for_each(one_level);
         }
     }
-    scrub_all(&mut value, &hidden_from_callers(&app));
+    scrub_all(&mut value, &hidden, said.strings());
     let text = serde_json::to_vec(&value).unwrap_or_default();
     parts.headers.remove(CONTENT_LENGTH);
     Response::from_parts(parts, text.into())
@@ -231,12 +245,12 @@ fn owners_paths(sb: &warden_workspace::Sandbox) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// A problem's text as a caller (not the owner) may see it: the one
-/// function every answer to a token goes through, the layer's JSON
-/// refusals and the messages of long-lived sessions (a terminal's error)
-/// alike.
-pub fn for_caller(app: &App, text: &str) -> String {
-    hidden_from_callers(app).text(text)
+/// A problem's text as a caller (not the owner) may see it, the words
+/// it sent (`said`) as it sent them: the one function the messages of
+/// long-lived sessions (a terminal's error) go through, as the layer's
+/// JSON refusals do.
+pub fn for_caller(app: &App, text: &str, said: &[String]) -> String {
+    hidden_from_callers(app).text_said(text, said)
 }
 
 /// Host paths a token holder is told of by name only, longest first (a
@@ -259,13 +273,53 @@ impl Hidden {
         self
     }
 
+    /// Whether `s` names one of the hidden paths (so that saying it back
+    /// as it is differs from the scrub's words).
+    pub fn touches(&self, s: &str) -> bool {
+        self.0.iter().any(|(p, _)| s.contains(p.as_str()))
+    }
+
+    #[cfg(test)]
     fn text(&self, s: &str) -> String {
-        let mut out = s.to_string();
-        for (path, name) in &self.0 {
-            if out.contains(path.as_str()) {
-                out = out.replace(path.as_str(), name);
+        self.text_said(s, &[])
+    }
+
+    /// `s` with each hidden path said by its name, except where it lies
+    /// inside words the caller sent (`said`, as sent or quoted), which
+    /// come back as they came: the caller knew them, and a rewrite of
+    /// them would tell it whether they named the host.
+    fn text_said(&self, s: &str, said: &[String]) -> String {
+        let mut kept: Vec<(usize, usize)> = Vec::new();
+        for c in said {
+            for form in spellings(c) {
+                kept.extend(
+                    s.match_indices(form.as_str())
+                        .map(|(at, m)| (at, at + m.len())),
+                );
             }
         }
+        // Longest path first: a workspace inside the state directory is
+        // said as the workspace.
+        let mut cuts: Vec<(usize, usize, &str)> = Vec::new();
+        for (path, name) in &self.0 {
+            for (at, m) in s.match_indices(path.as_str()) {
+                let end = at + m.len();
+                let theirs = kept.iter().any(|&(a, b)| a <= at && end <= b);
+                let cut = cuts.iter().any(|&(a, b, _)| at < b && a < end);
+                if !theirs && !cut {
+                    cuts.push((at, end, name));
+                }
+            }
+        }
+        cuts.sort_unstable();
+        let mut out = String::with_capacity(s.len());
+        let mut from = 0;
+        for (at, end, name) in cuts {
+            out.push_str(&s[from..at]);
+            out.push_str(name);
+            from = end;
+        }
+        out.push_str(&s[from..]);
         // Paths that are the host's whatever the daemon's configuration:
         // its cgroup tree, and the daemon's own processes' descriptors
         // (`/proc/self/fd/9/upper/...` names a sandbox's layer through a
@@ -298,19 +352,50 @@ impl Hidden {
     }
 }
 
-fn scrub_all(value: &mut Value, hidden: &Hidden) {
+/// How an answer may say a string the caller sent: as sent, quoted by
+/// Rust's `{:?}` (a message's `workspace "..."`), or escaped as in JSON.
+fn spellings(c: &str) -> Vec<String> {
+    let mut out = vec![c.to_string()];
+    let debug = format!("{c:?}");
+    out.push(debug[1..debug.len() - 1].to_string());
+    if let Ok(json) = serde_json::to_string(c) {
+        out.push(json[1..json.len() - 1].to_string());
+    }
+    out.dedup();
+    out
+}
+
+/// Keys whose values are the caller's own words wherever they appear:
+/// a sandbox's labels (the E2B door's `metadata`), set by the caller
+/// and read back by it, never the host's.
+const OWN_WORDS: &[&str] = &["labels", "metadata"];
+
+fn scrub_all(value: &mut Value, hidden: &Hidden, said: &[String]) {
     match value {
         Value::String(s) => {
-            let shown = hidden.text(s);
+            let shown = hidden.text_said(s, said);
             if shown != *s {
                 *s = shown;
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(|v| scrub_all(v, hidden)),
-        Value::Object(m) => m.values_mut().for_each(|v| scrub_all(v, hidden)),
+        Value::Array(a) => a.iter_mut().for_each(|v| scrub_all(v, hidden, said)),
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                if OWN_WORDS.contains(&k.as_str()) && v.is_object() {
+                    continue;
+                }
+                scrub_all(v, hidden, said);
+            }
+        }
         _ => {}
     }
 }
+
+/// The fields of an event that are the sandbox's or its caller's words:
+/// a command's argv (`exec_started`, `created`), a program refused inside
+/// (`exec_refused`), the files of a workspace or volume event, by their
+/// paths inside it.
+const THEIRS_IN_EVENTS: &[&str] = &["argv", "command", "program", "paths"];
 
 /// One event of a sandbox's log (a JSON line) as a token holder sees it:
 /// its creation without the workspace's host path and its cgroup, its
@@ -352,7 +437,23 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
             }
         }
     }
-    scrub_all(&mut value, hidden);
+    // What the sandbox or its caller said, the commands run and the
+    // programs and files named inside it, is theirs, and comes back as
+    // it was (a rewrite would tell a guess of the owner's paths from
+    // another): the rest of an event is the host's words, and scrubbed.
+    let theirs: Vec<(String, Value)> = value
+        .as_object_mut()
+        .map(|map| {
+            THEIRS_IN_EVENTS
+                .iter()
+                .filter_map(|k| map.remove(*k).map(|v| (k.to_string(), v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    scrub_all(&mut value, hidden, &[]);
+    if let Some(map) = value.as_object_mut() {
+        map.extend(theirs);
+    }
     serde_json::to_string(&value).unwrap_or_default()
 }
 
@@ -428,6 +529,45 @@ mod tests {
         let plain = ApiError::conflict("sandbox v is not paused");
         let told = lifecycle_error(&a_token(), None, "v", "its resume", plain);
         assert_eq!(told.problem.message, "sandbox v is not paused");
+    }
+
+    #[test]
+    fn a_callers_own_words_come_back_as_sent_and_the_hosts_are_still_scrubbed() {
+        let hidden = Hidden::new().path(Path::new("/home/o/.local/state/warden"), STATE_DIR);
+        let right = "/home/o/.local/state/warden/x".to_string();
+        let wrong = "/home/p/.local/state/warden/x".to_string();
+        // Said back, quoted or not: as sent, whether it names the host or not.
+        for guess in [&right, &wrong] {
+            let said = std::slice::from_ref(guess);
+            let quoted = format!("workspace {guess:?} is not one");
+            assert_eq!(hidden.text_said(&quoted, said), quoted);
+            assert_eq!(hidden.text_said(guess, said), *guess);
+        }
+        // The host's words beside them are still scrubbed.
+        let both = format!("{right} and cannot open /home/o/.local/state/warden/sandboxes/a");
+        assert_eq!(
+            hidden.text_said(&both, std::slice::from_ref(&right)),
+            format!("{right} and cannot open {STATE_DIR}/sandboxes/a")
+        );
+        // Words that hold only part of a hidden path shield none of it.
+        let said = [
+            "o/.local".to_string(),
+            "/home/o/.local/state/ward".to_string(),
+        ];
+        assert_eq!(
+            hidden.text_said("cannot open /home/o/.local/state/warden/y", &said),
+            format!("cannot open {STATE_DIR}/y")
+        );
+        // An event's command is the sandbox's; its host words are not.
+        let line = format!(r#"{{"event":"exec_started","argv":["cat","{right}"],"pid":7}}"#);
+        assert!(event_line(&line, &hidden).contains(&right));
+        let line = r#"{"event":"degraded","layer":"x","lost":"cannot open /home/o/.local/state/warden/y"}"#;
+        assert!(!event_line(line, &hidden).contains("/home/o"));
+        // Labels read back as set.
+        let mut v = serde_json::json!({"labels": {"a": right.clone()}, "message": right.clone()});
+        scrub_all(&mut v, &hidden, &[]);
+        assert_eq!(v["labels"]["a"], right.as_str());
+        assert_eq!(v["message"], format!("{STATE_DIR}/x"));
     }
 
     #[test]

@@ -70,6 +70,11 @@ pub(crate) fn trust_of(caller: &Caller) -> Trust {
     }
 }
 
+/// A token's workspace refused for where it is: in the same words
+/// whatever the path, which are never said back, so that the answer tells
+/// nothing of the host (see [`App::workspace_refused`]).
+pub(crate) const NOT_UNDER_A_ROOT: &str = "the workspace is not a directory the daemon lets token holders use: one under a directory given with `warden serve --workspace-root DIR`, named as it is (no symbolic link, `.` or `..` on the way)";
+
 fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     let mut input = Input::default();
     // The profile's name is checked here only to point at `/profile`
@@ -165,7 +170,7 @@ pub async fn create(
                     return Err(ApiError::new(
                         StatusCode::FORBIDDEN,
                         "forbidden",
-                        format!("workspace {w:?} holds a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings): a token's sandbox never writes the owner's word; name a directory without one"),
+                        "the workspace holds a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings): a token's sandbox never writes the owner's word; name a directory without one",
                     )
                     .with_reason(Some(code))
                     .with_field(Some("/workspace")));
@@ -174,7 +179,7 @@ pub async fn create(
                     return Err(ApiError::new(
                         StatusCode::FORBIDDEN,
                         "forbidden",
-                        format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
+                        NOT_UNDER_A_ROOT,
                     )
                     .with_field(Some("/workspace")));
                 }
