@@ -245,7 +245,7 @@ reasons! {
     Substituted => "substituted", -, "A secret's real value was put in a request to one of its hosts.";
     Scrubbed => "scrubbed", -, "A secret's real value was taken out of a response.";
     ResponseWithheld => "response_withheld", -, "A response from a secret's host was withheld: it could not be checked for the value.";
-    DecodedTooLarge => "decoded_too_large", -, "A response from a secret's host decodes (its codings, declared or told by its first bytes) to more than warden reads of it: 16 MiB and 64 times its coded bytes past that. The rest of the body was withheld and the response cut.";
+    DecodedTooLarge => "decoded_too_large", -, "A response from a secret's host decodes (its codings, declared or told by its first bytes) to more than warden reads of it: 16 MiB and 1,032 times its coded bytes past that (as far as one gzip layer can pack anything), all its codings together. The rest of the body was withheld and the response cut.";
     PackedValue => "packed_value", -, "A response from a secret's host holds a secret's value inside compressed data that is passed as the server sent it (from a host sent secrets in headers only): the rest of the body was withheld and the response cut.";
     SecretRule => "secret_rule", SecretRule, "No request rule of the secret's host allows the request.";
     MisdirectedRequest => "misdirected_request", -, "A request on a terminated connection names another host, or an ambiguous target.";

@@ -472,3 +472,6 @@ impl Body for Copied {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
