@@ -141,6 +141,13 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
                 if let Some(since) = paused {
                     row["state"] = "paused".into();
                     row["paused_ms"] = since.into();
+                } else if store
+                    .get(&name)
+                    .is_ok_and(|sb| warden_runtime::lifecycle::on_disk(&sb))
+                {
+                    // Paused to disk, no supervisor holding it.
+                    row["state"] = "paused".into();
+                    row["on_disk"] = true.into();
                 }
                 if pool.contains(&name) {
                     row["pooled"] = true.into();
@@ -176,6 +183,10 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
             "pooled".to_string()
         } else if live {
             "running".to_string()
+        } else if warden_runtime::lifecycle::on_disk(&sb) {
+            // Its VM paused to disk by a supervisor that is gone (or a
+            // resume of it refused): `warden resume` restores it.
+            "paused".to_string()
         } else if had_supervisor {
             "dead".to_string()
         } else if e.in_use {

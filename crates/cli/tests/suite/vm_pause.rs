@@ -648,3 +648,138 @@ fn through_the_api_a_vm_paused_to_disk_outlives_a_daemon_restart_and_its_supervi
         || count(s, "api") > after,
     );
 }
+
+/// `share` moved aside and `with` put at its path (another directory, or
+/// a link); [`put_back`] undoes it.
+fn swap_share(share: &Path, with: impl FnOnce(&Path)) {
+    std::fs::rename(share, share.with_extension("aside")).unwrap();
+    with(share);
+}
+
+fn put_back(share: &Path) {
+    let _ = std::fs::remove_dir(share).or_else(|_| std::fs::remove_file(share));
+    std::fs::rename(share.with_extension("aside"), share).unwrap();
+}
+
+/// A resume of `name` refused for its `--rw` bind `share` with `code`:
+/// the sandbox is still paused to disk (its saved state whole, no VMM,
+/// its commands refused), and nothing was served. `live`: its supervisor
+/// runs on, and refuses them as a paused sandbox's.
+fn refused_and_still_paused(s: &Path, name: &str, share: &Path, code_: &str, live: bool) {
+    let o = vm_warden(s, &["resume", name], None);
+    let said = stderr(&o);
+    eprintln!("the resume said: {said}");
+    assert_ne!(code(&o), 0, "resumed over a changed share: {said}");
+    assert!(
+        said.contains(&format!("refused ({code_}, filesystem.read_write.0, --rw)")),
+        "{said}"
+    );
+    assert!(said.contains(share.to_str().unwrap()), "{said}");
+    let saved = sandbox_dir(s, name).join("vm-paused");
+    assert!(
+        saved.join("vm.vmstate").is_file() && saved.join("paused.json").is_file(),
+        "the refused resume took the saved state"
+    );
+    assert!(vmm_pids(s, name).is_empty(), "a VMM runs after the refusal");
+    let ls = vm_warden(s, &["ls"], None);
+    let listed = format!("{}{}", stdout(&ls), stderr(&ls));
+    assert!(listed.contains("paused"), "no longer paused: {listed}");
+    let o = vm_warden(s, &["exec", name, "--", "true"], None);
+    assert_ne!(code(&o), 0, "an exec ran after the refused resume");
+    if live {
+        assert!(stderr(&o).contains("paused"), "{}", stderr(&o));
+    }
+}
+
+/// A VM paused to disk whose `--rw` bind was replaced meanwhile is
+/// refused its resume (`share_link` for a link at the path,
+/// `share_changed` for another directory), and the refusal changes
+/// nothing: the sandbox stays paused (`warden ls` says so), its saved
+/// memory and state whole, and once the owner puts the directory back a
+/// resume brings the same guest back, its counter going on and its
+/// `/tmp` file there. Both resumes: by the supervisor that paused it, and
+/// by a new one (that supervisor killed). Before, the first refusal ended
+/// the sandbox and removed its saved state.
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_resume_refused_for_a_changed_share_leaves_it_paused_and_resumes_once_the_share_is_back() {
+    let state = TempDir::new("vm-pause-share");
+    let _stop = VmStopper(state.path(), "back");
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    let top = TempDir::new("vm-pause-share-top");
+    let share = top.path().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("f"), "own-share").unwrap();
+    std::fs::create_dir_all(top.path().join("elsewhere")).unwrap();
+    let s = state.path();
+    // Its shares over 9p, which a pause to disk can save.
+    let w = |args: &[&str]| vm_warden_env(s, args, None, &[("WARDEN_VM_FS", "9p")]);
+    let share_s = share.to_str().unwrap();
+    ok(&w(&[
+        "create",
+        "--isolation",
+        "vm",
+        "--rootfs",
+        tree.path().to_str().unwrap(),
+        "--rw",
+        share_s,
+        "back",
+    ]));
+    ok(&w(&["start", "back"]));
+    let counter = format!("cd /; echo in-ram > /tmp/kept; {COUNTER}");
+    ok(&w(&["exec", "-d", "back", "--", "sh", "-c", &counter]));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(s, "back") > 0
+    });
+
+    // By the supervisor that paused it: a link at the path.
+    let supervisor = supervisor_pid(s, "back");
+    let before = count(s, "back");
+    ok(&w(&["pause", "--to-disk", "back"]));
+    swap_share(&share, |p| {
+        std::os::unix::fs::symlink(top.path().join("elsewhere"), p).unwrap()
+    });
+    refused_and_still_paused(s, "back", &share, "share_link", true);
+    assert_eq!(
+        supervisor_pid(s, "back"),
+        supervisor,
+        "its supervisor ended"
+    );
+    put_back(&share);
+    ok(&w(&["resume", "back"]));
+    let after = count(s, "back");
+    assert!(after >= before, "booted anew: {before} then {after}");
+    wait_until("the counter to go on", Duration::from_secs(30), || {
+        count(s, "back") > after
+    });
+    let o = ok(&w(&[
+        "exec",
+        "back",
+        "--",
+        "cat",
+        "/tmp/kept",
+        &format!("{share_s}/f"),
+    ]));
+    assert_eq!(o, "in-ram\nown-share");
+
+    // By a new supervisor (the one that paused it killed): another
+    // directory at the path.
+    let before = count(s, "back");
+    paused_to_disk_and_orphaned(s, "back");
+    swap_share(&share, |p| std::fs::create_dir(p).unwrap());
+    refused_and_still_paused(s, "back", &share, "share_changed", false);
+    put_back(&share);
+    ok(&w(&["resume", "back"]));
+    let after = count(s, "back");
+    assert!(after >= before, "booted anew: {before} then {after}");
+    wait_until("the counter to go on", Duration::from_secs(30), || {
+        count(s, "back") > after
+    });
+    let o = ok(&w(&["exec", "back", "--", "cat", "/tmp/kept"]));
+    assert_eq!(o, "in-ram\n");
+}
