@@ -17,6 +17,7 @@ use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -168,22 +169,9 @@ fn an_escaped_vmm_started_by_root_reads_writes_and_reaches_nothing_of_the_host()
     let net = Loopback::start();
     let vmm = dir.path().join("escaped-qemu");
     escaped_vmm(&vmm, &planted, &written, &net);
-    let o = std::process::Command::new(warden_bin())
-        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
-        .arg(&ws)
-        .args(["--", "true"])
-        .env("WARDEN_VMM", &vmm)
-        // The VMM as the workspace's 9p server (over virtio-fs it has no
-        // right on the workspace at all: see vm_fs.rs).
-        .env("WARDEN_VM_FS", "9p")
-        .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", vm_dir())
-        .env("WARDEN_STATE_DIR", dir.path().join("state"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let out = format!("{}\n{}", stdout(&o), stderr(&o));
-    assert_ne!(code(&o), 0, "a stand-in VMM booted a guest? {out}");
+    let run = Command::new(warden_bin());
+    let (status, out) = run_vm(run, dir.path(), &vm_dir(), &ws, &vmm, &[], &[]);
+    assert_ne!(status, 0, "a stand-in VMM booted a guest? {out}");
     check_escape_contained(&ws.join("report"), &secret, &written, &net, &out);
 }
 
@@ -196,19 +184,8 @@ fn an_escaped_rootless_vmm_reads_writes_and_reaches_nothing_of_its_user() {
         skip("cannot get an unprivileged user to run warden as");
         return;
     };
-    // The user's own VM directory with a copy of the guest kernel (root's
-    // is not theirs to read), and the guest init beside their warden.
     let dir = TempDir::new("vmm-escape-rootless");
-    let kernel = dir.path().join("vm/kernel/boot");
-    std::fs::create_dir_all(&kernel).unwrap();
-    std::fs::create_dir_all(dir.path().join("vm/kernel/lib/modules").join(&release)).unwrap();
-    std::fs::copy(
-        vm_dir().join(format!("kernel/boot/vmlinuz-{release}")),
-        kernel.join(format!("vmlinuz-{release}")),
-    )
-    .unwrap();
-    let init = who.bin.parent().unwrap().join("warden-guest-init");
-    std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
+    users_vm_dir(dir.path(), &release, &who);
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     // The user's own file, outside the workspace: theirs to read, never
@@ -221,26 +198,8 @@ fn an_escaped_rootless_vmm_reads_writes_and_reaches_nothing_of_its_user() {
     let net = Loopback::start();
     let vmm = dir.path().join("escaped-qemu");
     escaped_vmm(&vmm, &planted, &written, &net);
-    let _ = std::process::Command::new("chown")
-        .args(["-R", &format!("{}:{}", who.uid, who.gid)])
-        .arg(dir.path())
-        .status();
-    let o = who
-        .command(who.bin.to_str().unwrap())
-        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
-        .arg(&ws)
-        .args(["--", "true"])
-        .env("WARDEN_VMM", &vmm)
-        // The VMM as the workspace's 9p server (over virtio-fs it has no
-        // right on the workspace at all: see vm_fs.rs).
-        .env("WARDEN_VM_FS", "9p")
-        .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", dir.path().join("vm"))
-        .env("WARDEN_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    let out = format!("{}\n{}", stdout(&o), stderr(&o));
-    assert_ne!(code(&o), 0, "a stand-in VMM booted a guest? {out}");
+    let (status, out) = run_users_vm(&who, dir.path(), &ws, &vmm, &[]);
+    assert_ne!(status, 0, "a stand-in VMM booted a guest? {out}");
     check_escape_contained(&ws.join("report"), &secret, &written, &net, &out);
 }
 
@@ -371,24 +330,79 @@ fn host_paths(planted: &Path) -> Vec<PathBuf> {
     ]
 }
 
-/// `warden run --isolation vm -- true` as root with `vmm` as the VMM.
-fn run_root_vm(dir: &Path, ws: &Path, vmm: &Path, extra: &[&str]) -> (i32, String) {
-    let o = std::process::Command::new(warden_bin())
+/// What the nosy VMM is let do besides: Landlock weakened, as if a flaw
+/// had let it through, so that what holds it is the rest.
+const WEAKEN: (&str, &str) = ("WARDEN_TEST_WEAKEN", "landlock");
+
+/// `warden run --isolation vm -w WS EXTRA -- true`, `warden` being `run`
+/// (root's or a user's), with the stand-in `vmm` as the VMM, the VM
+/// directory `vm`, its state in `dir`, and `env` besides: the status and
+/// everything it said. The workspace is served over 9p, by the VMM itself (over
+/// virtio-fs it has no right on the workspace at all: see vm_fs.rs); the
+/// stand-in reports there, the one place it may write.
+fn run_vm(
+    mut run: Command,
+    dir: &Path,
+    vm: &Path,
+    ws: &Path,
+    vmm: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    let o = run
         .args(["run", "--isolation", "vm", "--no-tty", "-w"])
         .arg(ws)
         .args(extra)
         .args(["--", "true"])
         .env("WARDEN_VMM", vmm)
-        // It reports in the workspace, which only its 9p server has.
         .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", vm_dir())
+        .env("WARDEN_VM_DIR", vm)
         .env("WARDEN_STATE_DIR", dir.join("state"))
-        .env("WARDEN_TEST_WEAKEN", "landlock")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     (code(&o), format!("{}\n{}", stdout(&o), stderr(&o)))
+}
+
+/// [`run_vm`] by root, with root's VM directory and [`WEAKEN`].
+fn run_root_vm(dir: &Path, ws: &Path, vmm: &Path, extra: &[&str]) -> (i32, String) {
+    let run = Command::new(warden_bin());
+    run_vm(run, dir, &vm_dir(), ws, vmm, extra, &[WEAKEN])
+}
+
+/// [`run_vm`] by the user `who`, `dir` (made theirs) holding their VM
+/// directory.
+fn run_users_vm(
+    who: &Unprivileged,
+    dir: &Path,
+    ws: &Path,
+    vmm: &Path,
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    let _ = Command::new("chown")
+        .args(["-R", &format!("{}:{}", who.uid, who.gid)])
+        .arg(dir)
+        .status();
+    let run = who.command(who.bin.to_str().unwrap());
+    run_vm(run, dir, &dir.join("vm"), ws, vmm, &[], env)
+}
+
+/// The user `who`'s own VM directory, `dir`'s `vm`, with a copy of the
+/// guest kernel (root's is not theirs to read), and the guest init beside
+/// their warden.
+fn users_vm_dir(dir: &Path, release: &str, who: &Unprivileged) {
+    let kernel = dir.join("vm/kernel/boot");
+    std::fs::create_dir_all(&kernel).unwrap();
+    std::fs::create_dir_all(dir.join("vm/kernel/lib/modules").join(release)).unwrap();
+    std::fs::copy(
+        vm_dir().join(format!("kernel/boot/vmlinuz-{release}")),
+        kernel.join(format!("vmlinuz-{release}")),
+    )
+    .unwrap();
+    let init = who.bin.parent().unwrap().join("warden-guest-init");
+    std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
 }
 
 #[test]
@@ -477,16 +491,7 @@ fn an_escaped_rootless_vmm_sees_no_host_process_or_path_but_its_own() {
         return;
     };
     let dir = TempDir::new("vmm-nosy-rootless");
-    let kernel = dir.path().join("vm/kernel/boot");
-    std::fs::create_dir_all(&kernel).unwrap();
-    std::fs::create_dir_all(dir.path().join("vm/kernel/lib/modules").join(&release)).unwrap();
-    std::fs::copy(
-        vm_dir().join(format!("kernel/boot/vmlinuz-{release}")),
-        kernel.join(format!("vmlinuz-{release}")),
-    )
-    .unwrap();
-    let init = who.bin.parent().unwrap().join("warden-guest-init");
-    std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
+    users_vm_dir(dir.path(), &release, &who);
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let planted = std::env::temp_dir().join(unique("warden-vmm-planted"));
@@ -498,26 +503,8 @@ fn an_escaped_rootless_vmm_sees_no_host_process_or_path_but_its_own() {
     let mut victim = Victim(who.command("sleep").arg("120").spawn().unwrap());
     let vmm = dir.path().join("nosy-qemu");
     nosy_vmm(&vmm, &looked, victim.0.id(), None);
-    let _ = std::process::Command::new("chown")
-        .args(["-R", &format!("{}:{}", who.uid, who.gid)])
-        .arg(dir.path())
-        .status();
-    let o = who
-        .command(who.bin.to_str().unwrap())
-        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
-        .arg(&ws)
-        .args(["--", "true"])
-        .env("WARDEN_VMM", &vmm)
-        // It reports in the workspace, which only its 9p server has.
-        .env("WARDEN_VM_FS", "9p")
-        .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", dir.path().join("vm"))
-        .env("WARDEN_STATE_DIR", dir.path().join("state"))
-        .env("WARDEN_TEST_WEAKEN", "landlock")
-        .output()
-        .unwrap();
-    let out = format!("{}\n{}", stdout(&o), stderr(&o));
-    assert_ne!(code(&o), 0, "a stand-in VMM booted a guest? {out}");
+    let (status, out) = run_users_vm(&who, dir.path(), &ws, &vmm, &[WEAKEN]);
+    assert_ne!(status, 0, "a stand-in VMM booted a guest? {out}");
     let report = std::fs::read_to_string(ws.join("report")).unwrap_or_default();
     check_nosy_contained(&report, &looked, &mut victim, &out);
 }
