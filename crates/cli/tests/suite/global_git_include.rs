@@ -65,61 +65,8 @@ fn a_work_tree_file_the_owners_global_git_config_includes_is_flagged_and_not_com
         "[includeIf \"onbranch:ci\"]\n\tpath = src/./app/team/ci.cfg\n",
     )
     .unwrap();
-    let fsmonitor = "[core]\\n\\tfsmonitor = \\\"touch /tmp/pwned; false\\\"\\n";
-    let out = warden_home(
-        state.path(),
-        h,
-        &[
-            "run",
-            "--no-tty",
-            "--overlay",
-            "-w",
-            w.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &format!(
-                "printf '{fsmonitor}' >> tools/gitconfig && printf '{fsmonitor}' >> tools/more/deep.cfg && printf '{fsmonitor}' >> team/ci.cfg && echo b > a"
-            ),
-        ],
-    );
-    ok(&out);
-    let err = stderr(&out);
-    let name = err
-        .split("kept in sandbox ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .unwrap_or_else(|| panic!("no sandbox named: {err}"))
-        .to_string();
-    let all = flag_rules(state.path(), h, &name);
-    for path in ["tools/gitconfig", "tools/more/deep.cfg", "team/ci.cfg"] {
-        assert!(
-            rules_of(&all, path).iter().any(|r| r == "git-config"),
-            "{path} is not flagged git-config: {all:?}"
-        );
-    }
-    assert!(rules_of(&all, "a").is_empty(), "{all:?}");
-    ok(&warden_home(
-        state.path(),
-        h,
-        &["diff", &name, "--color", "never"],
-    ));
-    let out = warden_home(state.path(), h, &["commit", &name]);
-    assert_eq!(
-        out.status.code(),
-        Some(125),
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    for path in ["tools/gitconfig", "tools/more/deep.cfg", "team/ci.cfg"] {
-        assert!(
-            !std::fs::read_to_string(w.join(path))
-                .unwrap()
-                .contains("fsmonitor"),
-            "{path} landed"
-        );
-    }
+    let files = ["tools/gitconfig", "tools/more/deep.cfg", "team/ci.cfg"];
+    fsmonitor_written_is_flagged_and_not_committed(state.path(), h, &w, &files);
 }
 
 /// Before: a work-tree file that the repository's own git config (or a
@@ -158,20 +105,33 @@ fn a_work_tree_file_the_repositorys_config_includes_through_home_is_flagged_and_
         "[include]\n\tpath = ~/src/app/tools/deep.cfg\n",
     )
     .unwrap();
-    let fsmonitor = "[core]\\n\\tfsmonitor = \\\"touch /tmp/pwned; false\\\"\\n";
     let files = [
         "tools/team.cfg",
         "tools/local.cfg",
         "tools/other.cfg",
         "tools/deep.cfg",
     ];
+    fsmonitor_written_is_flagged_and_not_committed(state.path(), h, &w, &files);
+}
+
+/// A sandbox over the work tree `w` under `home` appends `core.fsmonitor`
+/// to each of `files` and changes the plain file `a`: each of `files` is
+/// flagged `git-config` and `a` is not, and a plain commit (status 125)
+/// lands none of them.
+fn fsmonitor_written_is_flagged_and_not_committed(
+    state: &Path,
+    home: &Path,
+    w: &Path,
+    files: &[&str],
+) {
+    let fsmonitor = "[core]\\n\\tfsmonitor = \\\"touch /tmp/pwned; false\\\"\\n";
     let writes: Vec<String> = files
         .iter()
         .map(|f| format!("printf '{fsmonitor}' >> {f}"))
         .collect();
     let out = warden_home(
-        state.path(),
-        h,
+        state,
+        home,
         &[
             "run",
             "--no-tty",
@@ -192,7 +152,7 @@ fn a_work_tree_file_the_repositorys_config_includes_through_home_is_flagged_and_
         .and_then(|r| r.split(',').next())
         .unwrap_or_else(|| panic!("no sandbox named: {err}"))
         .to_string();
-    let all = flag_rules(state.path(), h, &name);
+    let all = flag_rules(state, home, &name);
     for path in files {
         assert!(
             rules_of(&all, path).iter().any(|r| r == "git-config"),
@@ -201,12 +161,18 @@ fn a_work_tree_file_the_repositorys_config_includes_through_home_is_flagged_and_
     }
     assert!(rules_of(&all, "a").is_empty(), "{all:?}");
     ok(&warden_home(
-        state.path(),
-        h,
+        state,
+        home,
         &["diff", &name, "--color", "never"],
     ));
-    let out = warden_home(state.path(), h, &["commit", &name]);
-    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let out = warden_home(state, home, &["commit", &name]);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
     for path in files {
         assert!(
             !std::fs::read_to_string(w.join(path))
