@@ -60,6 +60,35 @@ pub fn vm_warden_env(
     child.wait_with_output().unwrap()
 }
 
+/// `warden run --isolation vm FLAGS -- sh -c SCRIPT` in `state`, with
+/// `env` besides: a guest booted for one shell line.
+pub fn vm_sh(state: &Path, flags: &[&str], script: &str, env: &[(&str, &str)]) -> Output {
+    let mut args = vec!["run", "--isolation", "vm"];
+    args.extend_from_slice(flags);
+    args.extend(["--", "sh", "-c", script]);
+    vm_warden_env(state, &args, None, env)
+}
+
+/// [`vm_warden`] with the shares served over 9p, which a pause to disk
+/// can save (virtio-fs cannot be).
+pub fn vm_warden_9p(state: &Path, args: &[&str]) -> Output {
+    vm_warden_env(state, args, None, &[("WARDEN_VM_FS", "9p")])
+}
+
+/// Named VM sandbox `name` in `state` over 9p, its root the tree `rootfs`,
+/// each of `rw` a read-write bind, its command a long sleep: made and
+/// started, both of which must succeed.
+pub fn start_vm_9p(state: &Path, name: &str, rootfs: &Path, rw: &[&str]) {
+    let mut args = vec!["create", "--isolation", "vm", "--rootfs"];
+    args.push(rootfs.to_str().unwrap());
+    for dir in rw {
+        args.extend(["--rw", dir]);
+    }
+    args.extend([name, "--", "sleep", "100000"]);
+    super::ok(&vm_warden_9p(state, &args));
+    super::ok(&vm_warden_9p(state, &["start", name]));
+}
+
 /// A stand-in VMM that boots nothing and prints nothing: it stays up
 /// `seconds` (long enough for a stand-in virtiofsd to report), then
 /// fails.

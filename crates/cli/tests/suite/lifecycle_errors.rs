@@ -127,23 +127,9 @@ fn paused_vm_with_a_share_become_a_link(state: &Path, top: &Path) -> Option<Path
         std::fs::create_dir_all(d).unwrap();
     }
     std::fs::write(top.join("elsewhere/secret"), "not-shared").unwrap();
-    let w = |args: &[&str]| vm_warden_env(state, args, None, &[("WARDEN_VM_FS", "9p")]);
-    ok(&w(&[
-        "create",
-        "--isolation",
-        "vm",
-        "--rootfs",
-        tree.path().to_str().unwrap(),
-        "--rw",
-        first.to_str().unwrap(),
-        "--rw",
-        second.to_str().unwrap(),
-        "v",
-        "--",
-        "sleep",
-        "100000",
-    ]));
-    ok(&w(&["start", "v"]));
+    let binds = [first.to_str().unwrap(), second.to_str().unwrap()];
+    start_vm_9p(state, "v", tree.path(), &binds);
+    let w = |args: &[&str]| vm_warden_9p(state, args);
     // Once its guest answers (booted), it can be saved.
     let seen = ok(&w(&["exec", "v", "--", "cat", "/proc/version"]));
     assert!(seen.contains("Linux"), "{seen}");
@@ -192,12 +178,7 @@ fn warden_resume_names_a_vm_share_become_a_link_by_its_code_and_its_flag() {
     let Some(second) = paused_vm_with_a_share_become_a_link(state.path(), top.path()) else {
         return;
     };
-    let out = vm_warden_env(
-        state.path(),
-        &["resume", "v"],
-        None,
-        &[("WARDEN_VM_FS", "9p")],
-    );
+    let out = vm_warden_9p(state.path(), &["resume", "v"]);
     let said = stderr(&out);
     eprintln!("warden resume said: {said}");
     assert_ne!(code(&out), 0, "resumed through the link: {said}");

@@ -49,22 +49,7 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
          echo written-in-guest > /workspace/out.txt; exit 3",
     );
     let started = Instant::now();
-    let o = vm_warden(
-        state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
-    );
+    let o = vm_sh(state.path(), &["--no-tty", "-w", ws.str()], &script, &[]);
     eprintln!("boot and run took {:?}", started.elapsed());
     let out = stdout(&o);
     assert_eq!(code(&o), 3, "stdout: {out}\nstderr: {}", stderr(&o));
@@ -691,22 +676,11 @@ fn the_guest_checks_fail_when_the_guest_init_is_weakened() {
     };
     let state = TempDir::new("vm-weak");
     let ws = TempDir::new("vm-weak-ws");
-    let o = vm_warden_env(
+    let o = vm_sh(
         state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--",
-            "sh",
-            "-c",
-            "id -u; echo warden-probe > /proc/self/comm 2>/dev/null && echo COMM-WRITABLE; \
+        &["--no-tty", "-w", ws.str()],
+        "id -u; echo warden-probe > /proc/self/comm 2>/dev/null && echo COMM-WRITABLE; \
              unshare -U true 2>/dev/null && echo UNSHARE-WORKED; true",
-        ],
-        None,
         &[("WARDEN_TEST_WEAKEN", "seccomp,landlock")],
     );
     let out = stdout(&o);
@@ -728,19 +702,11 @@ fn nobody_in_the_guest_can_use_dev_null() {
         return;
     };
     let state = TempDir::new("vm-nobody");
-    let o = vm_warden(
+    let o = vm_sh(
         state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "id -u; echo x > /dev/null && echo NULL-OK",
-        ],
-        None,
+        &["--no-tty"],
+        "id -u; echo x > /dev/null && echo NULL-OK",
+        &[],
     );
     let out = stdout(&o);
     assert!(out.starts_with("65534\n"), "{out}\n{}", stderr(&o));
@@ -1252,12 +1218,9 @@ env > /workspace/env.txt; cat /run/warden/* /etc/ssl/certs/ca-certificates.crt >
 touch /run/warden/planted 2>/dev/null && echo TRUST-WRITABLE
 exit 0"#
     );
-    let o = vm_warden_env(
+    let o = vm_sh(
         state.path(),
         &[
-            "run",
-            "--isolation",
-            "vm",
             "--no-tty",
             "--secret",
             &format!("TOKEN@api.secret.test:{port}"),
@@ -1273,12 +1236,8 @@ exit 0"#
             ev.to_str().unwrap(),
             "-w",
             ws.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
         ],
-        None,
+        &script,
         &[("TOKEN", &value)],
     );
     let out = stdout(&o);
@@ -1396,22 +1355,11 @@ fn vm_sandboxes_restored_from_one_template_share_neither_randomness_nor_identity
     let ws = TempDir::new("vm-template-ws");
     let read = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; hostname; echo made > /workspace/f";
     let run = |name: &str| {
-        let out = vm_warden(
+        let out = vm_sh(
             state.path(),
-            &[
-                "run",
-                "--isolation",
-                "vm",
-                "--hostname",
-                name,
-                "-w",
-                ws.path().to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                read,
-            ],
-            None,
+            &["--hostname", name, "-w", ws.path().to_str().unwrap()],
+            read,
+            &[],
         );
         assert!(
             out.status.success(),

@@ -69,21 +69,10 @@ fn link_attack(fs: &str) {
          mount | grep -q 'on /workspace type {fs} ' && echo MOUNTED-OVER-{fs}; \
          echo done"
     );
-    let o = vm_warden_env(
+    let o = vm_sh(
         dir.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
+        &["--no-tty", "-w", ws.to_str().unwrap()],
+        &script,
         &[("WARDEN_VM_FS", fs)],
     );
     let out = stdout(&o);

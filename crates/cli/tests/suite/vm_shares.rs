@@ -18,23 +18,11 @@ use std::time::{Duration, Instant};
 /// `sh -c script` in a VM sandbox on the workspace `ws` with `rw` lent
 /// read-write.
 fn run_with_rw(state: &TempDir, ws: &TempDir, rw: &TempDir, script: &str) -> std::process::Output {
-    vm_warden(
+    vm_sh(
         state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--rw",
-            rw.str(),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-        None,
+        &["--no-tty", "-w", ws.str(), "--rw", rw.str()],
+        script,
+        &[],
     )
 }
 
@@ -86,12 +74,9 @@ fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them
         planted = planted.0.display(),
         root_only = root_only_paths.join(" "),
     );
-    let o = vm_warden(
+    let o = vm_sh(
         state.path(),
         &[
-            "run",
-            "--isolation",
-            "vm",
             "--no-tty",
             "-w",
             ws.str(),
@@ -99,12 +84,9 @@ fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them
             ro.str(),
             "--rw",
             rw.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
         ],
-        None,
+        &script,
+        &[],
     );
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
@@ -178,12 +160,9 @@ fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
         sibling = sibling.display(),
         dir = dir.str(),
     );
-    let o = vm_warden(
+    let o = vm_sh(
         state.path(),
         &[
-            "run",
-            "--isolation",
-            "vm",
             "--no-tty",
             "-w",
             ws.str(),
@@ -191,12 +170,9 @@ fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
             ro.to_str().unwrap(),
             "--rw",
             rw.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
         ],
-        None,
+        &script,
+        &[],
     );
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
@@ -290,23 +266,11 @@ fn a_guest_writes_a_root_owned_rw_bind_as_its_own_and_changes_nothing_of_the_hos
         victim = victim.display(),
         outer = outer.str(),
     );
-    let o = vm_warden(
+    let o = vm_sh(
         state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--rw",
-            rw.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
+        &["--no-tty", "-w", ws.str(), "--rw", rw.to_str().unwrap()],
+        &script,
+        &[],
     );
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
@@ -448,21 +412,10 @@ fn a_guest_cannot_open_roots_private_workspace_file_to_others_over_virtiofs_yet_
          echo mine > mine; chmod +x mine && echo MADE-EXECUTABLE; \
          ln mine mine-too && echo LINKED; \
          echo end";
-    let o = vm_warden_env(
+    let o = vm_sh(
         dir.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-        None,
+        &["--no-tty", "-w", ws.to_str().unwrap()],
+        script,
         &[("WARDEN_VM_FS", "virtiofs")],
     );
     let out = stdout(&o);
@@ -833,26 +786,10 @@ fn a_vm_resumed_from_disk_after_a_parent_of_its_bind_became_a_link_is_refused_an
     .unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).unwrap();
     let s = state.path();
-    // The workspace over 9p, which a pause to disk can save (virtio-fs
-    // cannot be).
-    let w = |args: &[&str]| vm_warden_env(s, args, None, &[("WARDEN_VM_FS", "9p")]);
+    // The shares over 9p, which a pause to disk can save.
     let (q_s, bind_s) = (q.to_str().unwrap(), bind.to_str().unwrap());
-    ok(&w(&[
-        "create",
-        "--isolation",
-        "vm",
-        "--rootfs",
-        tree.path().to_str().unwrap(),
-        "--rw",
-        q_s,
-        "--rw",
-        bind_s,
-        "swap",
-        "--",
-        "sleep",
-        "100000",
-    ]));
-    ok(&w(&["start", "swap"]));
+    start_vm_9p(s, "swap", tree.path(), &[q_s, bind_s]);
+    let w = |args: &[&str]| vm_warden_9p(s, args);
     let seen = ok(&w(&["exec", "swap", "--", "cat", &format!("{bind_s}/f")]));
     assert!(seen.contains("own-bind"), "{seen}");
     // The guest, as the sandbox's user, through its own share `q`.
