@@ -193,11 +193,16 @@ macro_rules! walk {
                 v.text(detail, TEXT_BYTES, true);
             }
             K::Secret {
-                name, host, detail, ..
+                name,
+                host,
+                detail,
+                reason,
+                ..
             } => {
                 v.text(name, NAME_BYTES, false);
                 v.text(host, NAME_BYTES, false);
                 v.text(detail, TEXT_BYTES, true);
+                walk!(@reason reason, v $(, $mut)?);
             }
             K::ApiDenied {
                 method,
@@ -254,9 +259,12 @@ macro_rules! walk {
                 v.text(detail, TEXT_BYTES, true);
                 walk!(@reason reason, v $(, $mut)?);
             }
-            K::SecretsAggregated { name, host, .. } => {
+            K::SecretsAggregated {
+                name, host, reason, ..
+            } => {
                 v.text(name, NAME_BYTES, false);
                 v.text(host, NAME_BYTES, false);
+                walk!(@reason reason, v $(, $mut)?);
             }
             K::EventsOverBudget { of, .. } => v.text(of, NAME_BYTES, false),
             // The program's path is the kernel's, at most PATH_MAX.

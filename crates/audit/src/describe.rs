@@ -458,6 +458,7 @@ fn describe_secret(kind: &EventKind) -> String {
             host,
             action,
             detail,
+            reason: _,
         } => format!(
             "secret {name} {} ({host}){}",
             secret_word(*action),
@@ -469,6 +470,7 @@ fn describe_secret(kind: &EventKind) -> String {
             action,
             count,
             since_ms,
+            reason: _,
         } => format!(
             "secret {name} {} for {host} {count} more times since {} (counted)",
             secret_word(*action),
@@ -615,7 +617,8 @@ mod tests {
             name: "GITHUB_TOKEN".into(),
             host: "evil.example".into(),
             action: SecretAction::Blocked,
-            detail: "placeholder sent to a host the secret is not for".into()
+            detail: "placeholder sent to a host the secret is not for".into(),
+            reason: None,
         })
         .contains("secret GITHUB_TOKEN BLOCKED (evil.example): placeholder"));
     }

@@ -174,6 +174,13 @@ pub enum EventKind {
         action: SecretAction,
         #[serde(with = "crate::redacted::text")]
         detail: String,
+        /// Why, as a stable code (`substituted`, `scrubbed`,
+        /// `stray_placeholder`, `secret_value`, `response_withheld`,
+        /// `decoded_too_large`, `packed_value`), as a `connection` event
+        /// carries it; `detail` says it in words. Absent in logs written
+        /// before secret events carried it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Box<Reason>>,
     },
     /// Past the decision log's bound, decisions were only counted (logs of
     /// runs before decisions were reported live).
@@ -277,6 +284,10 @@ pub enum EventKind {
         action: SecretAction,
         count: u64,
         since_ms: u64,
+        /// The last counted action's reason, as a `secret` event carries
+        /// it (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Box<Reason>>,
     },
     /// The sandbox's events reached their byte budget in the log: past
     /// it, lifecycle events, people's actions and counts are still
@@ -728,6 +739,7 @@ pub(crate) mod tests {
                 host: "api.github.com".into(),
                 action: SecretAction::Scrubbed,
                 detail: "response body".into(),
+                reason: None,
             },
             EventKind::ConnectionsNotRecorded {
                 allowed: 3,
@@ -794,6 +806,7 @@ pub(crate) mod tests {
                 action: SecretAction::Substituted,
                 count: 40,
                 since_ms: 1_699_999_999_000,
+                reason: None,
             },
             EventKind::Exited {
                 status: 137,
@@ -972,6 +985,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_blocked_secrets_reason_code_is_written_beside_its_words_and_reads_back() {
+        let e = Event {
+            ts_ms: 1,
+            sandbox: "sb".into(),
+            kind: EventKind::Secret {
+                name: "TOKEN".into(),
+                host: "api.example.test".into(),
+                action: SecretAction::Blocked,
+                detail: "withheld: the response decoded to more than warden reads".into(),
+                reason: Some(Box::new(Reason {
+                    code: "decoded_too_large".into(),
+                    field: None,
+                    addresses: Vec::new(),
+                    allow: None,
+                })),
+            },
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        assert!(
+            line.ends_with(r#""reason":{"code":"decoded_too_large"}}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
+    }
+
+    #[test]
     fn a_decisions_code_and_field_travel_beside_its_words_and_read_back() {
         let e = Event {
             ts_ms: 1,
@@ -1061,6 +1100,7 @@ pub(crate) mod tests {
                 host: "h".into(),
                 action: SecretAction::Blocked,
                 detail: String::new(),
+                reason: None,
             },
         );
         assert!(blocked.is_denial());

@@ -132,6 +132,7 @@ mod tests {
                 host: "evil.example".into(),
                 action: crate::SecretAction::Blocked,
                 detail: String::new(),
+                reason: None,
             },
         );
         assert_eq!(OtlpSink::record(&blocked)["severityText"], "WARN");

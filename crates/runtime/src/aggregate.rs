@@ -115,7 +115,9 @@ impl Window {
     /// window (write it now), `None` when it was counted.
     pub fn admit(&mut self, kind: EventKind) -> Option<EventKind> {
         let reason = match &kind {
-            EventKind::Connection { reason, .. } => reason.clone(),
+            EventKind::Connection { reason, .. } | EventKind::Secret { reason, .. } => {
+                reason.clone()
+            }
             _ => None,
         };
         let (mut key, detail) = match &kind {
@@ -147,6 +149,7 @@ impl Window {
                 host,
                 action,
                 detail,
+                ..
             } => (
                 Key::Secret {
                     name: name.clone(),
@@ -261,6 +264,7 @@ impl Window {
                     action,
                     count: t.repeats,
                     since_ms: old.since_ms,
+                    reason: t.reason,
                 },
                 Key::Exec { program, rule } => EventKind::ExecRefusedAggregated {
                     program,

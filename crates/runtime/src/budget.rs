@@ -304,6 +304,7 @@ mod tests {
             host: "evil.test".into(),
             action: SecretAction::Blocked,
             detail: String::new(),
+            reason: None,
         };
         let mut b = Budget::new(8000, 0);
         assert_eq!(b.admit(&dns("flood.test"), 8000), Verdict::Counted);
@@ -316,6 +317,7 @@ mod tests {
             host: "api.github.com".into(),
             action: SecretAction::Substituted,
             detail: String::new(),
+            reason: None,
         };
         assert_eq!(b.admit(&substituted, 8000), Verdict::Counted);
     }

@@ -648,6 +648,7 @@ impl Observer for Decisions {
                         decision::SecretAction::Blocked => SecretAction::Blocked,
                     },
                     detail: d.detail.clone(),
+                    reason: d.reason.as_ref().map(|r| Box::new(reason(r))),
                 }
             }
             p => {

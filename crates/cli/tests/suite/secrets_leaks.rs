@@ -859,5 +859,6 @@ mod decoded;
 mod leaving;
 mod nested;
 mod readable;
+mod records;
 mod sniffed;
 mod wrapped;
