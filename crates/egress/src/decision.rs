@@ -265,7 +265,7 @@ reasons! {
     UpgradeWithSecrets => "upgrade_with_secrets", -, "A WebSocket upgrade to a secret's host: the frames after it could not be checked for the secret.";
     BytesBeforeUpgrade => "bytes_before_upgrade", -, "The sandbox sent bytes behind a WebSocket upgrade request before the server's 101 answered it (read with its head, or first bytes after it that are not a client's masked frame, as no HTTP request is): never decided as a request, they were not relayed and the connection was closed.";
     RequestRulesNeedTls => "request_rules_need_tls", -, "A name with request rules is reached only over TLS, which the proxy terminates to decide each request.";
-    SecretNeedsTls => "secret_needs_tls", -, "A secret's host is reached only through a TLS ClientHello naming it, which the proxy terminates: silence, other bytes, plain HTTP or a CONNECT carrying them would reach it unscrubbed.";
+    SecretNeedsTls => "secret_needs_tls", SecretPlainPort, "A secret's host is reached only through a TLS ClientHello naming it, which the proxy terminates: silence, other bytes, plain HTTP or a CONNECT carrying them would reach it unscrubbed.";
     TerminatedAddress => "terminated_address", -, "Another name leads to the address and port of a name the proxy terminates TLS for (a secret's host, a name with request rules): bytes sent there would reach it unterminated.";
     UpstreamFailed => "upstream_failed", -, "The connection to a secret's host failed (its TLS included).";
     MalformedUpgrade => "malformed_upgrade", -, "A WebSocket upgrade that is not a GET without a body (RFC 6455): what it carries would reach the server on the upgrade's own connection, a request no rule decided.";

@@ -527,7 +527,9 @@ print('ssh', talk(socket.create_connection(('{HOST}', {p}), timeout=15), b'SSH-2
         run_python(&value, up.port, &args, ev, &script)
     };
     // Without the owner's word: refused as what is not TLS to a secret's
-    // host, and the refusal says which option would let it go.
+    // host, and the refusal carries, as data, which option would let it
+    // go and its entry; the CLI words it as its flag, the words below
+    // the door name no option's spelling.
     let ev = dir.path().join("refused.jsonl");
     let out = run(false, &ev);
     let (so, se) = (stdout(&out), stderr(&out));
@@ -535,13 +537,24 @@ print('ssh', talk(socket.create_connection(('{HOST}', {p}), timeout=15), b'SSH-2
     assert!(!so.contains("forge_server"), "{so}");
     assert!(ssh.connections().is_empty(), "{:?}", ssh.connections());
     let refused = refused_with(&ev, "secret_needs_tls");
+    let entry = format!("{HOST}:{}", ssh.port);
     assert!(
         refused.iter().any(|e| {
-            e["detail"].as_str().is_some_and(|d| {
-                d.contains("secret_plain_ports") || d.contains("--secret-plain-port")
-            })
+            e["reason"]["field"] == "egress.secret_plain_ports"
+                && e["reason"]["allow"]["field"] == "egress.secret_plain_ports"
+                && e["reason"]["allow"]["value"] == entry.as_str()
         }),
         "{refused:?}\n{se}"
+    );
+    assert!(
+        refused.iter().all(|e| e["detail"]
+            .as_str()
+            .is_some_and(|d| !d.contains("secret_plain_ports") && !d.contains("--secret"))),
+        "{refused:?}"
+    );
+    assert!(
+        se.contains(&format!("`--secret-plain-port {entry}` would allow it")),
+        "{se}"
     );
     // With it: SSH's bytes reach the server and its answer comes back.
     let ev = dir.path().join("allowed.jsonl");

@@ -81,10 +81,15 @@ fn not_allowed(name: String, port: u16, http: bool) -> Verdict {
 
 /// A denial on what the connection said, which no entry would change.
 fn denied(name: Option<String>, reason: Reason, why: String, http: bool) -> Verdict {
+    denied_for(name, Cause::new(reason), why, http)
+}
+
+/// [`denied`] for a cause that names more than its reason's field.
+fn denied_for(name: Option<String>, cause: Cause, why: String, http: bool) -> Verdict {
     Verdict::Deny {
         name,
         why,
-        cause: Cause::new(reason),
+        cause,
         http,
         ask_port: None,
     }
@@ -170,9 +175,10 @@ pub(super) async fn verdict(
         .filter(|_| terminated_addr && other && !buf.is_empty())
         .and_then(|name| unterminated(shared, buf, Protocol::Tcp, name, port));
     let (protocol, verdict) = match (first, by_address, unserved) {
-        (_, _, Some((reason, why))) => {
-            (Protocol::Tcp, denied(addressed.clone(), reason, why, false))
-        }
+        (_, _, Some((cause, why))) => (
+            Protocol::Tcp,
+            denied_for(addressed.clone(), cause, why, false),
+        ),
         (_, Some((name, Some((rule, owner)))), _) if other => (
             Protocol::Tcp,
             Verdict::Allow {
@@ -264,7 +270,9 @@ pub(super) async fn verdict(
         _ => None,
     };
     let verdict = match unserved {
-        Some((name, (reason, why))) => denied(Some(name), reason, why, protocol == Protocol::Http),
+        Some((name, (cause, why))) => {
+            denied_for(Some(name), cause, why, protocol == Protocol::Http)
+        }
         None => verdict,
     };
     // An allowed CONNECT is answered by `relay` once its upstream is
@@ -326,12 +334,8 @@ pub(super) async fn tunnel(
         )
     };
     let refused = |buf: &[u8]| {
-        unterminated(shared, buf, Protocol::Connect, &name, to_port).map(|(reason, why)| {
-            deny(
-                format!("inside the CONNECT tunnel: {why}"),
-                Cause::new(reason),
-            )
-        })
+        unterminated(shared, buf, Protocol::Connect, &name, to_port)
+            .map(|(cause, why)| deny(format!("inside the CONNECT tunnel: {why}"), cause))
     };
     if explicit && other {
         allow(rule)
@@ -414,20 +418,22 @@ fn must_terminate(shared: &Shared, name: &str, port: u16) -> bool {
 /// CONNECT's tunnel carrying any of them would reach the name with no
 /// request decided, no placeholder put in and no real value taken out of
 /// what comes back. A name with request rules and no terminator to apply
-/// them is refused too.
+/// them is refused too. A secret's host's refusal names, as its cause's
+/// field and entry, the owner's opt-in that would let this port carry it
+/// (each door spells it: a flag, a profile key, a JSON path).
 pub(super) fn unterminated(
     shared: &Shared,
     buf: &[u8],
     protocol: Protocol,
     name: &str,
     port: u16,
-) -> Option<(Reason, String)> {
+) -> Option<(Cause, String)> {
     let Some(t) = shared.terminator.as_ref() else {
         // Rules with no terminator to apply them (a backend that did not
         // make one): the name is refused, never passed through unruled.
         return shared.request_rules.covers(name, port).then(|| {
             (
-                Reason::RequestRulesNeedTls,
+                Cause::new(Reason::RequestRulesNeedTls),
                 format!("{name} on port {port} has request rules, and this sandbox has no TLS terminator to apply them"),
             )
         });
@@ -450,13 +456,15 @@ pub(super) fn unterminated(
     };
     Some(if ruled {
         (
-            Reason::RequestRulesNeedTls,
+            Cause::new(Reason::RequestRulesNeedTls),
             format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request): refused {how}"),
         )
     } else {
+        // The option's entry always names its port (a secret's host is
+        // terminated on every port; the opt-in is one port's).
         (
-            Reason::SecretNeedsTls,
-            format!("{name} on port {port} is a secret's host (or pinned to its address), reached only over TLS the proxy terminates: refused {how}; the owner may let this port carry it unscrubbed with `egress.secret_plain_ports {name}:{port}`"),
+            Cause::with_entry(Reason::SecretNeedsTls, format!("{name}:{port}")),
+            format!("{name} on port {port} is a secret's host (or pinned to its address), reached only over TLS the proxy terminates: refused {how}; only the owner may let this port carry it, spliced unscrubbed"),
         )
     })
 }

@@ -257,12 +257,12 @@ async fn connect_allowed(
         Terminate::Yes(t, _permit) => {
             relay_terminated(conn, buf, upstream, t, decision, ended).await;
         }
-        Terminate::Refused(reason, why) => {
+        Terminate::Refused(cause, why) => {
             let answer = (protocol == Protocol::Http || a.tunnel)
-                .then(|| forbidden(reason, &format!("denied: {why}")));
+                .then(|| forbidden(cause.reason, &format!("denied: {why}")));
             decision.allowed = false;
             decision.detail = why;
-            decision.reason = Some(Cause::new(reason));
+            decision.reason = Some(cause);
             refused(conn, answer, decision, at, shared).await;
         }
     }

@@ -9,7 +9,7 @@
 
 use super::super::{live, pass, plain, Arrival, Shared};
 use super::cut_why;
-use crate::decision::{Decision, Protocol, Reason};
+use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
 use std::net::{IpAddr, SocketAddr};
@@ -36,7 +36,7 @@ pub(super) enum Terminate {
     /// It must be and cannot: a name the terminator serves reached other
     /// than by TLS naming it, another name leading to where such a name is
     /// served, or no room in the budget.
-    Refused(Reason, String),
+    Refused(Cause, String),
 }
 
 /// TLS with a server name to a name that has secrets or request rules is
@@ -53,10 +53,10 @@ pub(super) fn terminated(
     name: &str,
     (port, to): (u16, SocketAddr),
 ) -> Terminate {
-    if let Some((reason, why)) =
+    if let Some((cause, why)) =
         super::super::decide::unterminated(shared, buf, protocol, name, port)
     {
-        return Terminate::Refused(reason, why);
+        return Terminate::Refused(cause, why);
     }
     let Some(t) = shared.terminator.clone() else {
         return Terminate::No;
@@ -72,7 +72,7 @@ pub(super) fn terminated(
     }
     if !t.terminates(name, port) {
         return match shares_address(shared, name, to) {
-            Some(why) => Terminate::Refused(Reason::TerminatedAddress, why),
+            Some(why) => Terminate::Refused(Cause::new(Reason::TerminatedAddress), why),
             None => Terminate::No,
         };
     }
@@ -83,7 +83,7 @@ pub(super) fn terminated(
     {
         Ok(permit) => Terminate::Yes(t, permit),
         Err(_) => Terminate::Refused(
-            Reason::MemoryBudget,
+            Cause::new(Reason::MemoryBudget),
             format!(
                 "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}",
                 super::super::MEMORY_BUDGET_KIB / 1024
