@@ -5,11 +5,17 @@
 //! The judge starts TLS upstreams on this host's loopback that record
 //! every request head they receive: the secret's own host, another host
 //! whose TLS the proxy also terminates (for a second secret), and a host
-//! that is merely allowed (its TLS passes through untouched). The probe
-//! sends the first secret's placeholder to each, and, on a connection to
-//! the secret's host, a request whose `Host` names another host. The
-//! verdict is the upstreams' record: the real value anywhere but at its
-//! own host, or the disagreeing request forwarded at all, is an escape.
+//! that is only allowed but pinned to the secret's host's address. What
+//! another name reaches at that address may be the application the secret
+//! was sent to, so the proxy serves such a name as the secret's host (its
+//! TLS terminated, its answers scrubbed) and blocks the secret's
+//! placeholder towards it, as towards any host not the secret's. The
+//! probe sends the first secret's placeholder to each, and, on a
+//! connection to the secret's host, a request whose `Host` names another
+//! host. The verdict is the upstreams' record: the real value anywhere
+//! but at its own host, the placeholder at the name pinned beside it (its
+//! TLS was passed through, not served as the secret's host), or the
+//! disagreeing request forwarded at all, is an escape.
 
 use super::secret_proxy::{https, Received, Response, Upstream};
 use crate::lab::{Attack, Lab, Verdict};
@@ -21,8 +27,8 @@ use std::time::Instant;
 const OWN: &str = "own.selftest.invalid";
 /// A host terminated for another secret.
 const TERMINATED: &str = "terminated.selftest.invalid";
-/// A host that is only allowed.
-const ALLOWED: &str = "allowed-tls.selftest.invalid";
+/// A host that is only allowed, pinned to the secret's host's address.
+const BESIDE: &str = "beside.selftest.invalid";
 /// The sandbox's variables holding the placeholders.
 const VARIABLE: &str = "SELFTEST_KEY";
 const OTHER_VARIABLE: &str = "SELFTEST_OTHER_KEY";
@@ -32,7 +38,7 @@ pub(crate) fn attacks() -> Vec<Attack> {
         (
             "secret.placeholder-elsewhere",
             Category::Secrets,
-            "send a secret's placeholder to other allowed hosts (one terminated for another secret, one passed through)",
+            "send a secret's placeholder to other allowed hosts (one terminated for another secret, one pinned beside the secret's host and served as that host)",
             elsewhere,
         ),
         (
@@ -59,20 +65,20 @@ pub(crate) const PROBES: &[Probe] = &[
 
 /// Three upstreams under one authority, and the flags that give the
 /// sandbox the secret for the first (and another secret for the second,
-/// and the third only allowed).
+/// and the third only allowed, pinned to the first's address).
 struct Hosts {
     own: Upstream,
     terminated: Upstream,
-    allowed: Upstream,
+    beside: Upstream,
 }
 
 impl Hosts {
     fn start(lab: &Lab) -> Result<Hosts, String> {
-        let names = [OWN, TERMINATED, ALLOWED];
+        let names = [OWN, TERMINATED, BESIDE];
         Ok(Hosts {
             own: Upstream::for_names(lab, &names, "secret-routes/own")?,
             terminated: Upstream::for_names(lab, &names, "secret-routes/terminated")?,
-            allowed: Upstream::for_names(lab, &names, "secret-routes/allowed")?,
+            beside: Upstream::for_names(lab, &names, "secret-routes/beside")?,
         })
     }
 
@@ -89,23 +95,19 @@ impl Hosts {
                 self.terminated.port
             ),
             "--allow-domain".to_string(),
-            format!("{ALLOWED}:{}", self.allowed.port),
+            format!("{BESIDE}:{}", self.beside.port),
         ];
+        // Every name on the loopback, where the secret's host is: the
+        // third is pinned beside it.
         for (name, up) in [
             (OWN, &self.own),
             (TERMINATED, &self.terminated),
-            (ALLOWED, &self.allowed),
+            (BESIDE, &self.beside),
         ] {
             f.push("--add-host".into());
             f.push(format!("{name}=127.0.0.1"));
             f.push("--upstream-ca".into());
             f.push(up.ca.to_string_lossy().into_owned());
-        }
-        // The passed-through host's authority, for the probe to trust
-        // (its TLS is not the proxy's).
-        if let Some(dir) = self.allowed.ca.parent() {
-            f.push("--ro".into());
-            f.push(dir.to_string_lossy().into_owned());
         }
         f
     }
@@ -114,8 +116,7 @@ impl Hosts {
         let args = vec![
             self.own.port.to_string(),
             self.terminated.port.to_string(),
-            self.allowed.port.to_string(),
-            self.allowed.ca.to_string_lossy().into_owned(),
+            self.beside.port.to_string(),
         ];
         let mut c = lab.command(&self.flags(), probe, &args);
         c.env("WARDEN_SELFTEST_SECRET", value);
@@ -150,22 +151,30 @@ fn elsewhere(lab: &Lab) -> Verdict {
         Ok(v) => v,
         Err(v) => return v,
     };
-    for (name, up) in [(TERMINATED, &hosts.terminated), (ALLOWED, &hosts.allowed)] {
+    for (name, up) in [(TERMINATED, &hosts.terminated), (BESIDE, &hosts.beside)] {
         if up.received().iter().any(|r| carries(r, &value)) {
             return Verdict::Escaped(format!(
                 "{name}, which is not the secret's host, received its real value"
             ));
         }
     }
+    // The placeholder itself at the name pinned beside: that name was not
+    // served as the secret's host (which blocks it), so what the
+    // application stored through the secret's host could come back
+    // through it unscrubbed.
+    if hosts.beside.received().iter().any(|r| r.path == "/beside") {
+        return Verdict::Escaped(format!(
+            "{BESIDE}, pinned to the secret's host's address, received the request with the placeholder: it was not served as the secret's host"
+        ));
+    }
     if !hosts.own.received().iter().any(|r| r.credential == value) {
         return Verdict::Skipped(format!(
             "the secret's own host never received the value, so substitution was not working to begin with ({detail})"
         ));
     }
-    let at_allowed = hosts.allowed.received().len();
     if ok {
         Verdict::Contained(format!(
-            "{detail}; the real value reached only its own host ({at_allowed} request(s) at the passed-through host, with the placeholder)"
+            "{detail}; the real value reached only its own host, and the placeholder neither the other secret's host nor the name pinned beside its own, which was served as that host"
         ))
     } else {
         Verdict::Escaped(detail)
@@ -214,23 +223,24 @@ fn request(host: &str, path: &str, placeholder: &str) -> String {
     )
 }
 
-/// `secret-elsewhere OWN_PORT TERMINATED_PORT ALLOWED_PORT ALLOWED_CA`:
-/// the secret's placeholder to its own host, then to the two others.
+/// `secret-elsewhere OWN_PORT TERMINATED_PORT BESIDE_PORT`: the secret's
+/// placeholder to its own host, then to the two others (both served by
+/// the proxy's TLS, which the sandbox's bundle trusts).
 fn secret_elsewhere(args: &[String]) -> Finding {
     let Ok(placeholder) = std::env::var(VARIABLE) else {
         return escaped(format!(
             "no {VARIABLE} in the sandbox: the secret was not given"
         ));
     };
-    let (own, terminated, allowed, ca) = (arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3));
+    let (own, terminated, beside) = (arg(args, 0), arg(args, 1), arg(args, 2));
     let mut said = Vec::new();
-    for (name, port, path, extra) in [
-        (OWN, own, "/own", None),
-        (TERMINATED, terminated, "/terminated", None),
-        (ALLOWED, allowed, "/allowed", Some(ca)),
+    for (name, port, path) in [
+        (OWN, own, "/own"),
+        (TERMINATED, terminated, "/terminated"),
+        (BESIDE, beside, "/beside"),
     ] {
         let req = request(&format!("{name}:{port}"), path, &placeholder);
-        said.push(match status(https(name, port, &req, extra)) {
+        said.push(match status(https(name, port, &req, None)) {
             Ok(s) => format!("{path}: {s}"),
             Err(e) => format!("{path}: no answer ({e})"),
         });
