@@ -482,6 +482,24 @@ pub fn sandbox_cgroups(state: &Path, name: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `p`'s permission bits, set-ID and sticky included (a link's own, not
+/// its target's).
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// `p`'s permission bits set to `m`.
+pub fn set_mode(p: &Path, m: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+}
+
+/// `bytes` as lower-case hexadecimal, two digits a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Whether process `pid` exists.
 pub fn alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks for the process.

@@ -79,10 +79,6 @@ fn recorded(d: &Daemon, name: &str) -> Vec<String> {
     out.into_values().collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The close frame's code, waiting for it (the session must end).
 async fn closed_with(ws: &mut Ws) -> Option<u16> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -154,16 +150,16 @@ fn a_watchers_keys_pointer_and_clipboard_never_reach_the_vnc_server() {
     let seen = recorded(&d, "rec");
     assert_eq!(seen.len(), 2, "{seen:?}");
     // Both: the handshake, with the shared flag forced on.
-    let handshake = hex(b"RFB 003.008\n\x01\x01");
+    let handshake = common::hex(b"RFB 003.008\n\x01\x01");
     assert!(seen.iter().all(|s| s.starts_with(&handshake)), "{seen:?}");
     // The watcher's input never arrived; its update request did.
     assert_eq!(
         seen[0],
-        format!("{handshake}{}", hex(&update_request(0, 1024, 768))),
+        format!("{handshake}{}", common::hex(&update_request(0, 1024, 768))),
         "the watcher's input reached the VNC server"
     );
     // The driver's all did.
-    assert_eq!(seen[1], format!("{handshake}{}", hex(&input)));
+    assert_eq!(seen[1], format!("{handshake}{}", common::hex(&input)));
 }
 
 #[test]
@@ -199,7 +195,7 @@ fn a_stream_the_daemon_cannot_parse_closes_the_session_before_it_reaches_the_ser
     std::thread::sleep(Duration::from_millis(300));
     let seen = recorded(&d, "mal");
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert_eq!(seen[0], hex(b"RFB 003.008\n\x01\x01"), "{seen:?}");
+    assert_eq!(seen[0], common::hex(b"RFB 003.008\n\x01\x01"), "{seen:?}");
     assert_eq!(seen[1], "", "{seen:?}");
 }
 

@@ -8,16 +8,7 @@
 //! out there; entries the sandbox made land as it made them.
 
 use crate::common::*;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-fn set_mode(p: &Path, m: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-}
 
 /// A host tree of root's: a private file, a private directory holding a
 /// file only it protects, and a readable file.

@@ -259,10 +259,6 @@ print('received', h.hexdigest(), total)\n"
     );
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[test]
 fn a_sandboxs_very_first_connection_without_a_question_before_it_is_served() {
     if !egress_available() {

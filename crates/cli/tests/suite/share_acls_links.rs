@@ -8,16 +8,8 @@
 //! and `git` give them. `share_exposure.rs` covers `chmod` itself.
 
 use crate::common::*;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-fn set_mode(p: &Path, m: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-}
 
 /// The names of a file's extended attributes, ACLs included.
 fn attr_names(p: &Path) -> Vec<String> {

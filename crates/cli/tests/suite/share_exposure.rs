@@ -9,16 +9,7 @@
 //! refuses outright (set-ID, group and other write).
 
 use crate::common::*;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-fn set_mode(p: &Path, m: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-}
 
 /// A root-owned share: a directory holding a private file and a readable
 /// one, and a private file lent on its own.
