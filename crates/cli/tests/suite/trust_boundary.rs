@@ -793,3 +793,5 @@ fn a_token_holder_adds_no_request_rule_wider_than_the_owners_nor_one_on_a_pinned
     let (s, b) = create("denied", "deny_requests", "* api.test:18443/**");
     assert_eq!(s, 201, "{b}");
 }
+
+mod given;

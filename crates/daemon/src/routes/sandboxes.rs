@@ -137,6 +137,61 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     Ok(input)
 }
 
+/// A create's refusal where the request wrote what was refused. The
+/// document a request's `spec` becomes has the named `profile` first in
+/// its `extends` (`named_first`, [`input_of`]): a finding at an entry of
+/// that list is said one entry back (the document's `/extends/1` is the
+/// request's `/spec/extends/0`), and one at the named profile at
+/// `/profile`.
+fn as_written(caller: &Caller, mut e: lifecycle::LifecycleError, named_first: bool) -> ApiError {
+    use warden_policy::compose::ComposeError;
+    use warden_runtime::resolve::ResolveError;
+    // Is the finding at the named profile?
+    let written = |pointer: &mut Option<String>| {
+        let Some(entry) = pointer.as_deref().and_then(|p| p.strip_prefix("/extends/")) else {
+            return false;
+        };
+        let (n, tail) = entry
+            .split_once('/')
+            .map_or((entry, None), |(n, t)| (n, Some(t)));
+        match n.parse::<usize>().ok().map(|n| n.checked_sub(1)) {
+            Some(Some(n)) => {
+                *pointer = Some(match tail {
+                    Some(t) => format!("/extends/{n}/{t}"),
+                    None => format!("/extends/{n}"),
+                });
+                false
+            }
+            Some(None) => {
+                *pointer = None;
+                true
+            }
+            None => false,
+        }
+    };
+    let mut at_profile = false;
+    if let (true, lifecycle::LifecycleError::Resolve(r)) = (named_first, &mut e) {
+        match r.as_mut() {
+            ResolveError::Compose(ComposeError::Invalid(diags)) => {
+                for d in diags.iter_mut() {
+                    if written(&mut d.pointer) {
+                        // Said without a pointer into the spec.
+                        d.field = Some(Field::Profile);
+                        at_profile = true;
+                    }
+                }
+            }
+            ResolveError::InProfile { pointer, .. } => at_profile = written(pointer),
+            _ => {}
+        }
+    }
+    let err = crate::quota::as_caller_sees(caller, e);
+    match at_profile && err.problem.field.is_none() {
+        true => err.with_field(Some("/profile")),
+        false => err,
+    }
+}
+
 #[utoipa::path(post, path = "/v1/sandboxes", request_body = CreateSandbox,
     responses((status = 201, body = SandboxInfo), (status = 400, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)),
     security(("token" = [])))]
@@ -198,6 +253,7 @@ pub async fn create(
     // A door's own record is that door's to write (see [`crate::labels`]).
     crate::labels::check(&body.labels)?;
     let input = input_of(&body, &caller)?;
+    let named_first = body.profile.is_some() && body.spec.is_some();
     let owners_profiles = crate::quota::profiles_named(&body);
     let start = body.start.unwrap_or(true);
     let ttl = body.ttl_seconds.map(Duration::from_secs);
@@ -246,7 +302,7 @@ pub async fn create(
         };
         let (sb, _notice) = match lifecycle::create(&app.store, &id, req, &ctx) {
             Ok(r) => r,
-            Err(e) => return Err(crate::quota::as_caller_sees(&caller, e)),
+            Err(e) => return Err(as_written(&caller, e, named_first)),
         };
         // A token's quota is checked and its new sandbox recorded in one
         // step: two creates at once cannot both pass.
