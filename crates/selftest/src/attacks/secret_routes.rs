@@ -109,6 +109,14 @@ impl Hosts {
             f.push("--upstream-ca".into());
             f.push(up.ca.to_string_lossy().into_owned());
         }
+        // The third host's own authority, for the probe to trust beside
+        // the sandbox's: were that name passed through, not served as the
+        // secret's host, the probe's request would reach it (and be seen
+        // there) rather than fail its handshake unseen.
+        if let Some(dir) = self.beside.ca.parent() {
+            f.push("--ro".into());
+            f.push(dir.to_string_lossy().into_owned());
+        }
         f
     }
 
@@ -117,6 +125,7 @@ impl Hosts {
             self.own.port.to_string(),
             self.terminated.port.to_string(),
             self.beside.port.to_string(),
+            self.beside.ca.to_string_lossy().into_owned(),
         ];
         let mut c = lab.command(&self.flags(), probe, &args);
         c.env("WARDEN_SELFTEST_SECRET", value);
@@ -223,24 +232,26 @@ fn request(host: &str, path: &str, placeholder: &str) -> String {
     )
 }
 
-/// `secret-elsewhere OWN_PORT TERMINATED_PORT BESIDE_PORT`: the secret's
-/// placeholder to its own host, then to the two others (both served by
-/// the proxy's TLS, which the sandbox's bundle trusts).
+/// `secret-elsewhere OWN_PORT TERMINATED_PORT BESIDE_PORT BESIDE_CA`:
+/// the secret's placeholder to its own host, then to the two others
+/// (both served by the proxy's TLS, which the sandbox's bundle trusts;
+/// the third's own authority is trusted too, so a connection passed
+/// through to it would be made, and seen).
 fn secret_elsewhere(args: &[String]) -> Finding {
     let Ok(placeholder) = std::env::var(VARIABLE) else {
         return escaped(format!(
             "no {VARIABLE} in the sandbox: the secret was not given"
         ));
     };
-    let (own, terminated, beside) = (arg(args, 0), arg(args, 1), arg(args, 2));
+    let (own, terminated, beside, ca) = (arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3));
     let mut said = Vec::new();
-    for (name, port, path) in [
-        (OWN, own, "/own"),
-        (TERMINATED, terminated, "/terminated"),
-        (BESIDE, beside, "/beside"),
+    for (name, port, path, extra) in [
+        (OWN, own, "/own", None),
+        (TERMINATED, terminated, "/terminated", None),
+        (BESIDE, beside, "/beside", Some(ca)),
     ] {
         let req = request(&format!("{name}:{port}"), path, &placeholder);
-        said.push(match status(https(name, port, &req, None)) {
+        said.push(match status(https(name, port, &req, extra)) {
             Ok(s) => format!("{path}: {s}"),
             Err(e) => format!("{path}: no answer ({e})"),
         });
