@@ -206,15 +206,28 @@ pub fn denied(log: &std::path::Path, pick: impl Fn(&str) -> bool) -> Vec<String>
 /// API key `key`, from the base template with a 300 s timeout: the door's
 /// answer (`sandboxID`, `envdAccessToken`, ...).
 pub fn e2b_sandbox(e2b: &str, key: &str) -> serde_json::Value {
-    let (s, body) = exchange(
+    let (s, body) = e2b_call(
+        e2b,
         "POST",
-        &format!("http://{e2b}/sandboxes"),
-        &[("x-api-key", key)],
+        "/sandboxes",
+        key,
         Some(r#"{"templateID":"base","timeout":300}"#),
-        &[],
     );
     assert!(s == 200 || s == 201, "{s} {body}");
     json(&body)
+}
+
+/// One exchange with the E2B door at `addr` (`path` on it), with the API
+/// key `key`: status and body.
+pub fn e2b_call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let url = format!("http://{addr}{path}");
+    exchange(method, &url, &[("x-api-key", key)], body, &[])
 }
 
 /// A daemon over `state` with the E2B door on a port of its own, and a

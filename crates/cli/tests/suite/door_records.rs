@@ -13,12 +13,6 @@ use crate::common::*;
 use std::path::Path;
 use std::time::Duration;
 
-/// One exchange with the E2B door: status and body.
-fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
-    let url = format!("http://{addr}{path}");
-    exchange(method, &url, &[("x-api-key", key)], body, &[])
-}
-
 /// A daemon with its E2B door, and a token of `scopes` for it.
 fn e2b_daemon(state: &Path, scopes: &[&str]) -> (Daemon, String, String) {
     let addr = format!("127.0.0.1:{}", free_port());
@@ -54,7 +48,7 @@ fn a_token_holder_cannot_set_mcps_own_labels_through_any_door() {
         assert_eq!(st, 400, "{key}: {b}");
         // Through the E2B door, as metadata.
         let body = format!(r#"{{"templateID":"base","timeout":60,"metadata":{{"{key}":"1.1"}}}}"#);
-        let (st, b) = e2b(&addr, "POST", "/sandboxes", &t, Some(&body));
+        let (st, b) = e2b_call(&addr, "POST", "/sandboxes", &t, Some(&body));
         assert_eq!(st, 400, "{key}: {b}");
         assert!(b.contains(key), "{b}");
     }
@@ -83,7 +77,7 @@ fn the_e2b_doors_record_of_a_removed_sandbox_never_pauses_or_samples_the_owners_
     let (d, addr, t) = e2b_daemon(s, WRITE);
     let admin = api_token(&d, "admin", &["admin"], None);
     // A sandbox whose timeout ends in a pause, sampled while it runs.
-    let (st, b) = e2b(
+    let (st, b) = e2b_call(
         &addr,
         "POST",
         "/sandboxes",
@@ -111,7 +105,7 @@ fn the_e2b_doors_record_of_a_removed_sandbox_never_pauses_or_samples_the_owners_
     assert_eq!(json(&b)["labels"], serde_json::json!({}), "{b}");
     // The door's samples are of the sandbox the record was made for: the
     // owner's sandbox of its name shows none of them and none were taken.
-    let (st, b) = e2b(
+    let (st, b) = e2b_call(
         &addr,
         "GET",
         &format!("/sandboxes/{id}/metrics"),
@@ -136,7 +130,7 @@ fn the_e2b_door_tells_a_sandboxs_own_limits_never_the_hosts_and_says_when_it_can
     let state = TempDir::new("e2b-shape");
     let s = state.path();
     let (_d, addr, t) = e2b_daemon(s, WRITE);
-    let (st, b) = e2b(
+    let (st, b) = e2b_call(
         &addr,
         "POST",
         "/sandboxes",
@@ -152,7 +146,7 @@ fn the_e2b_door_tells_a_sandboxs_own_limits_never_the_hosts_and_says_when_it_can
         .as_u64()
         .unwrap();
     assert!(stored["spec"]["resources"]["cpus"].is_null());
-    let (st, b) = e2b(&addr, "GET", &format!("/sandboxes/{id}"), &t, None);
+    let (st, b) = e2b_call(&addr, "GET", &format!("/sandboxes/{id}"), &t, None);
     assert_eq!(st, 200, "{b}");
     let info = json(&b);
     // No CPU quota of its own: 0, not the host's cores.
@@ -170,12 +164,12 @@ fn the_e2b_door_tells_a_sandboxs_own_limits_never_the_hosts_and_says_when_it_can
     let spec = sandbox_dir(s, &id).join("sandbox.json");
     let kept = std::fs::read(&spec).unwrap();
     std::fs::write(&spec, b"{").unwrap();
-    let (st, b) = e2b(&addr, "GET", &format!("/sandboxes/{id}"), &t, None);
+    let (st, b) = e2b_call(&addr, "GET", &format!("/sandboxes/{id}"), &t, None);
     std::fs::write(&spec, kept).unwrap();
     assert_eq!(st, 500, "{b}");
     assert!(b.contains("cannot be read"), "{b}");
     assert!(!b.contains(&host_mb.to_string()), "{b}");
-    let _ = e2b(&addr, "DELETE", &format!("/sandboxes/{id}"), &t, None);
+    let _ = e2b_call(&addr, "DELETE", &format!("/sandboxes/{id}"), &t, None);
 }
 
 #[test]

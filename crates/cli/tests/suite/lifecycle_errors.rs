@@ -39,12 +39,12 @@ fn a_tokens_copy_of_a_damaged_snapshot_at_the_e2b_door_names_no_path_of_the_stat
     let state = TempDir::new("lifecycle-errors-e2b");
     let (_d, addr, t) = e2b_door_with_a_snapshot(state.path());
     std::fs::remove_file(snapshot_spec(state.path(), "src-snap")).unwrap();
-    let (s, b) = exchange(
+    let (s, b) = e2b_call(
+        &addr,
         "POST",
-        &format!("http://{addr}/sandboxes"),
-        &[("x-api-key", &t)],
+        "/sandboxes",
+        &t,
         Some(r#"{"templateID":"src-snap","timeout":60}"#),
-        &[],
     );
     assert_eq!(s, 400, "{b}");
     let home = state.path().to_str().unwrap();

@@ -446,12 +446,6 @@ fn a_project_s_always_answers_are_their_principal_s_and_never_given_to_another_t
     let _ = bob("DELETE", "/v1/sandboxes/b1?force=true", None);
 }
 
-/// One exchange with the E2B door: status and body.
-fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
-    let url = format!("http://{addr}{path}");
-    exchange(method, &url, &[("x-api-key", key)], body, &[])
-}
-
 /// The sandboxes an E2B answer names, with the envd access token each
 /// was answered with (a fork answers one entry per sandbox made).
 fn answers(what: &str, s: u16, b: &str) -> Vec<(String, String)> {
@@ -512,7 +506,7 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
     let mut answered: Vec<(String, String)> = Vec::new();
     let mut take = |what: &str, s: u16, b: &str| answered.extend(answers(what, s, b));
     // Create from the native snapshot.
-    let (s, b) = e2b(
+    let (s, b) = e2b_call(
         &addr,
         "POST",
         "/sandboxes",
@@ -522,7 +516,7 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
     let first = answers("create from a native snapshot", s, &b);
     let from_snap = first[0].0.clone();
     take("create from a native snapshot", s, &b);
-    let (s, b) = e2b(
+    let (s, b) = e2b_call(
         &addr,
         "POST",
         &format!("/sandboxes/{from_snap}/connect"),
@@ -531,7 +525,7 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
     );
     take("connect to it", s, &b);
     // Connect to, look up and fork the natively made sandbox.
-    let (s, b) = e2b(
+    let (s, b) = e2b_call(
         &addr,
         "POST",
         "/sandboxes/n1/connect",
@@ -539,9 +533,9 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
         Some(r#"{"timeout":600}"#),
     );
     take("connect to a native sandbox", s, &b);
-    let (s, b) = e2b(&addr, "GET", "/sandboxes/n1", &key, None);
+    let (s, b) = e2b_call(&addr, "GET", "/sandboxes/n1", &key, None);
     take("look up a native sandbox", s, &b);
-    let (s, b) = e2b(&addr, "POST", "/sandboxes/n1/fork", &key, Some("{}"));
+    let (s, b) = e2b_call(&addr, "POST", "/sandboxes/n1/fork", &key, Some("{}"));
     take("fork a native sandbox", s, &b);
 
     assert!(answered.len() >= 5, "{answered:?}");
@@ -550,7 +544,7 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
         assert_ne!(k, &key, "sandbox {id} was answered the caller's API key");
         assert!(k.starts_with("wde_"), "sandbox {id}: {k:?}");
         // The key is the sandbox's: it creates nothing and lists nothing.
-        let (s, b) = e2b(
+        let (s, b) = e2b_call(
             &addr,
             "POST",
             "/sandboxes",
@@ -558,7 +552,7 @@ fn the_e2b_door_answers_a_key_of_the_sandbox_s_own_and_never_the_caller_s_api_ke
             Some(r#"{"templateID":"base","timeout":60}"#),
         );
         assert_eq!(s, 401, "sandbox {id}'s key created a sandbox: {b}");
-        let (s, b) = e2b(&addr, "GET", "/v2/sandboxes", k, None);
+        let (s, b) = e2b_call(&addr, "GET", "/v2/sandboxes", k, None);
         assert_eq!(s, 401, "sandbox {id}'s key listed sandboxes: {b}");
     }
     // One sandbox answers one key to one token: the connect repeats

@@ -183,12 +183,12 @@ fn each_refused_envd_key_signature_foreign_mcp_session_and_dead_browser_session_
         "c",
         &["sandboxes:read", "sandboxes:write", "files"],
     );
-    let (s, made) = exchange(
+    let (s, made) = e2b_call(
+        e2b,
         "POST",
-        &format!("http://{e2b}/sandboxes"),
-        &[("x-api-key", &c)],
+        "/sandboxes",
+        &c,
         Some(r#"{"templateID":"base","timeout":300}"#),
-        &[],
     );
     assert!(s == 200 || s == 201, "{s} {made}");
     let own = json(&made)["sandboxID"].as_str().unwrap().to_string();

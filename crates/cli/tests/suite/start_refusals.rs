@@ -93,13 +93,7 @@ fn the_e2b_doors_own_create_refusals_carry_an_error_code() {
     // A snapshot of the token's own, `src-snap`, to name as a template.
     let (_d, addr, t) = e2b_door_with_a_snapshot(state.path());
     let create = |body: &str| {
-        let (s, b) = exchange(
-            "POST",
-            &format!("http://{addr}/sandboxes"),
-            &[("x-api-key", &t)],
-            Some(body),
-            &[],
-        );
+        let (s, b) = e2b_call(&addr, "POST", "/sandboxes", &t, Some(body));
         (s, json(&b))
     };
     for (body, code) in [
