@@ -1,27 +1,64 @@
-//! Decoding a run's characters (base64 of either alphabet, hexadecimal)
-//! and inflating compressed data found in what they decode to.
+//! Decoding a run's characters: base64 of either alphabet from each of
+//! its first four characters, and each long stretch of hexadecimal
+//! digits in it from each of its first two. A server that glues a
+//! prefix to an encoding with no separator (`v1`, `0x`, a letter) puts
+//! the encoded data at another alignment than the run's own.
 
-use super::{hex_digit, INFLATE_MOST, RAW_PROBE};
-use crate::secrets::sniff::{sniff, Sniffed};
-use crate::secrets::{coding::Coding, zero};
-use std::io::Read;
+use super::{hex_digit, MIN_RUN};
 
-/// The decodings of a run's characters: hexadecimal where every one is a
-/// hexadecimal digit, and base64 (either alphabet, padding or not).
-pub(super) fn decodings(chars: &[u8]) -> Vec<Vec<u8>> {
+/// One decoding of a run's characters.
+pub(super) struct Decoding {
+    pub(super) bytes: Vec<u8>,
+    /// Decoded whole from the run's first character.
+    pub(super) natural: bool,
+}
+
+/// The decodings of a run's characters (what precedes its padding):
+/// hexadecimal for each stretch of at least [`MIN_RUN`] hexadecimal
+/// digits, from its first and second digit, and base64 (either
+/// alphabet) from each of the first four characters (a padded run: from
+/// the one its padding says).
+pub(super) fn decodings(chars: &[u8]) -> Vec<Decoding> {
     let body: &[u8] = match chars.iter().position(|&c| c == b'=') {
         Some(p) => &chars[..p],
         None => chars,
     };
-    let mut out = Vec::with_capacity(2);
-    if body.iter().all(u8::is_ascii_hexdigit) {
-        out.push(
-            body.chunks_exact(2)
-                .filter_map(|p| Some(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
-                .collect(),
-        );
+    let mut out = Vec::with_capacity(6);
+    let mut start = 0;
+    while start < body.len() {
+        let n = body[start..]
+            .iter()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .count();
+        if n >= MIN_RUN {
+            for shift in 0..2 {
+                let digits = &body[start + shift..start + n];
+                out.push(Decoding {
+                    bytes: digits
+                        .chunks_exact(2)
+                        .filter_map(|p| Some(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
+                        .collect(),
+                    natural: n == body.len() && shift == 0,
+                });
+            }
+        }
+        start += n + 1;
     }
-    out.push(base64(body));
+    // Padding ends a run only where what it pads starts a multiple of
+    // four characters before it: a padded run is read at that alignment
+    // alone.
+    let padded = body.len() < chars.len();
+    for shift in 0..4 {
+        if padded && shift != chars.len() % 4 {
+            continue;
+        }
+        if shift == 0 || body.len() >= shift + MIN_RUN {
+            out.push(Decoding {
+                bytes: base64(&body[shift..]),
+                natural: shift == 0,
+            });
+        }
+    }
     out
 }
 
@@ -67,97 +104,3 @@ const SEXTET: [u8; 256] = {
     t[b'_' as usize] = 63;
     t
 };
-
-thread_local! {
-    /// One raw deflate decoder per thread, reset for each attempt: most
-    /// attempts fail within a few bytes, and a decoder's state is tens of
-    /// kilobytes to make.
-    static RAW: std::cell::RefCell<flate2::Decompress> =
-        std::cell::RefCell::new(flate2::Decompress::new(false));
-}
-
-/// `data` inflated as raw deflate into `out` (at most one byte past
-/// [`INFLATE_MOST`]): whether it is one whole stream that ends where
-/// `data` ends. Past the bound, it is read [`RAW_PROBE`] bytes further
-/// (into nothing) to tell.
-fn raw(data: &[u8], out: &mut Vec<u8>) -> bool {
-    RAW.with(|d| {
-        let Ok(mut d) = d.try_borrow_mut() else {
-            return false;
-        };
-        d.reset(false);
-        let mut buf = [0u8; 8 << 10];
-        let mut discarded = 0usize;
-        loop {
-            let (before_in, before_out) = (d.total_in(), d.total_out());
-            let at = usize::try_from(before_in)
-                .unwrap_or(usize::MAX)
-                .min(data.len());
-            let status = d.decompress(&data[at..], &mut buf, flate2::FlushDecompress::Finish);
-            let made = usize::try_from(d.total_out() - before_out).unwrap_or(0);
-            if out.len() <= INFLATE_MOST {
-                let room = INFLATE_MOST + 1 - out.len();
-                out.extend_from_slice(&buf[..made.min(room)]);
-                discarded += made.saturating_sub(room);
-            } else {
-                discarded += made;
-            }
-            buf[..made].fill(0);
-            match status {
-                Ok(flate2::Status::StreamEnd) => return d.total_in() == data.len() as u64,
-                Ok(_) if d.total_in() == before_in && made == 0 => return false,
-                Ok(_) if discarded > RAW_PROBE => return false,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-    })
-}
-
-/// What inflating decoded data gave.
-pub(super) enum Inflated {
-    /// Not compressed data (or none the scrub reads).
-    Not,
-    /// More than [`INFLATE_MOST`] bytes.
-    Over,
-    /// What it inflated to (a cut or broken stream: as far as it went).
-    To(Vec<u8>),
-}
-
-/// `data` inflated as gzip or zlib where its first bytes say so, else as
-/// raw deflate (which has no signature): read as such only where it is
-/// one whole stream, ending where `data` ends (any bytes start a raw
-/// deflate stream of some kind, but almost none end as one).
-pub(super) fn inflate(data: &[u8]) -> Inflated {
-    let limit = INFLATE_MOST as u64 + 1;
-    let mut out = Vec::new();
-    match sniff(data) {
-        // A broken stream still gives what it inflated before the break
-        // (`read_to_end` keeps it).
-        Some(Sniffed::Coded(Coding::Gzip)) => {
-            let _ = flate2::read::MultiGzDecoder::new(data)
-                .take(limit)
-                .read_to_end(&mut out);
-        }
-        Some(Sniffed::Coded(Coding::Deflate)) => {
-            let _ = flate2::read::ZlibDecoder::new(data)
-                .take(limit)
-                .read_to_end(&mut out);
-        }
-        Some(_) => return Inflated::Not,
-        None => {
-            if !raw(data, &mut out) {
-                zero(&mut out);
-                return Inflated::Not;
-            }
-        }
-    }
-    if out.len() > INFLATE_MOST {
-        zero(&mut out);
-        return Inflated::Over;
-    }
-    if out.is_empty() {
-        return Inflated::Not;
-    }
-    Inflated::To(out)
-}

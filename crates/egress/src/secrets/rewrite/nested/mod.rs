@@ -4,7 +4,12 @@
 //! text (every spelling of a value, base64 at each alignment,
 //! hexadecimal, UTF-16 and UTF-32), as compressed data (gzip, zlib, raw
 //! deflate) and as text that holds runs of its own, to [`DEPTH`] steps of
-//! decoding. A run that holds a value is replaced whole by its secret's
+//! decoding. Base64 is decoded from each of a run's first four
+//! characters and hexadecimal from each of its first two digits (a
+//! server may glue `v1` or `0x` to an encoding), compressed data is
+//! found at the start of what they give, after each stream in it, and
+//! (gzip and zlib) anywhere inside it ([`inflate`]). A run that holds a
+//! value is replaced whole by its secret's
 //! placeholder: `base64(gzip(value))`, `hex(base64(value))`,
 //! base64 three times, a Flask session cookie (URL-safe base64 of zlib of
 //! JSON) no longer carry a value past the scrub that reads one level of
@@ -19,14 +24,19 @@
 //! Fail closed, and bounded: where a run would need one step of decoding
 //! more than [`DEPTH`] and that step yields text or compressed data (what
 //! a value could still hide in), where compressed data inflates past
-//! [`INFLATE_MOST`], or where one run's decoding works through more than
-//! its [`budget`], the response is withheld rather than passed unread.
+//! [`INFLATE_MOST`] or is of a kind the scrub does not read (bzip2, xz,
+//! zstd, a zlib stream with a preset dictionary, and the rest a body's
+//! sniff withholds), where a window of a long run ends inside a
+//! compressed stream, or where one run's decoding works through more
+//! than its [`budget`], the response is withheld rather than passed
+//! unread.
 //! Ordinary content does not come near the bound: an image, a hash, an
 //! npm integrity field decode to bytes with no run and no text in them,
 //! a JWT to JSON whose runs are short. It only reads: what a found value
 //! means is the rewriter's to say.
 
 mod decode;
+mod inflate;
 mod read;
 #[cfg(test)]
 mod tests;
@@ -71,7 +81,9 @@ const RAW_PROBE: usize = 4 << 20;
 /// The bytes decoding one run of `chars` characters may work through, its
 /// inflated streams and nested runs included.
 fn budget(chars: usize) -> usize {
-    4 * chars + 2 * INFLATE_MOST
+    // Each run is decoded six ways (four alignments of base64, two of
+    // hexadecimal) at each step, and may hold several streams.
+    16 * chars + 4 * INFLATE_MOST
 }
 
 /// Characters a run is made of: both base64 alphabets (hexadecimal is in
@@ -326,7 +338,7 @@ impl Runs {
                 // A long run (an image in JSON) is read a window at a
                 // time: a value nested in it is inside one window or in
                 // the overlap kept for the next.
-                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
+                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit, true);
                 if verdict != Verdict::Clean {
                     return Err(withheld());
                 }
@@ -374,7 +386,7 @@ impl Runs {
         };
         out.extend_from_slice(&self.held[*written..run.start]);
         *written = run.start;
-        let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit);
+        let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit, false);
         if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
             out.extend_from_slice(&to);
             zero(&mut self.held[run.start..self.pos]);

@@ -1,10 +1,11 @@
 //! What a run's decodings hold: each decoding read as any text is, as
 //! compressed data, and for runs of its own, within a budget of work.
 
-use super::decode::{decodings, inflate, Inflated};
+use super::decode::decodings;
+use super::inflate::{streams, Place};
 use super::{budget, unit, Unit, Verdict, DEPTH, MIN_RUN, MIN_TEXT, RUN};
 use crate::secrets::rewrite::{Patterns, Rewriter};
-use crate::secrets::sniff::{sniff, Sniffed};
+use crate::secrets::sniff::sniff;
 use crate::secrets::zero;
 use std::sync::Arc;
 
@@ -25,18 +26,20 @@ impl Work {
 
 /// [`read_run`] within what is left of a stream's bound (`limit` less
 /// `spent`), the work done added to `spent`; past the bound, withheld.
+/// `cut`: the characters are a window of a longer run, which goes on.
 pub(super) fn read_spent(
     patterns: &Arc<Patterns>,
     chars: &[u8],
     spent: &mut usize,
     limit: usize,
+    cut: bool,
 ) -> Verdict {
     if chars.len() < MIN_RUN {
         return Verdict::Clean;
     }
     let allowed = budget(chars.len()).min(limit.saturating_sub(*spent));
     let mut work = Work(allowed);
-    let verdict = read_chars(patterns, chars, 1, &mut work);
+    let verdict = read_chars(patterns, chars, 1, &mut work, cut);
     *spent = spent.saturating_add(allowed - work.0);
     verdict
 }
@@ -48,12 +51,24 @@ pub(super) fn read_run(patterns: &Arc<Patterns>, chars: &[u8]) -> Verdict {
         return Verdict::Clean;
     }
     let mut work = Work(budget(chars.len()));
-    read_chars(patterns, chars, 1, &mut work)
+    read_chars(patterns, chars, 1, &mut work, false)
 }
 
-/// Each decoding of a run's characters read at `depth`.
-fn read_chars(patterns: &Arc<Patterns>, chars: &[u8], depth: usize, work: &mut Work) -> Verdict {
-    for mut decoded in decodings(chars) {
+/// Each decoding of a run's characters read at `depth` (`cut`: they end
+/// where a window of a longer run ends).
+fn read_chars(
+    patterns: &Arc<Patterns>,
+    chars: &[u8],
+    depth: usize,
+    work: &mut Work,
+    cut: bool,
+) -> Verdict {
+    for decoding in decodings(chars) {
+        let mut decoded = decoding.bytes;
+        let at = Place {
+            natural: decoding.natural,
+            cut,
+        };
         let v = if depth > DEPTH {
             // One step past the bound: withheld where a value could still
             // hide in what it gives.
@@ -63,7 +78,7 @@ fn read_chars(patterns: &Arc<Patterns>, chars: &[u8], depth: usize, work: &mut W
                 Verdict::Clean
             }
         } else {
-            read_data(patterns, &decoded, depth, work)
+            read_data(patterns, &decoded, depth, work, at)
         };
         if v != Verdict::Clean {
             // It holds a value (or may): erased.
@@ -77,7 +92,13 @@ fn read_chars(patterns: &Arc<Patterns>, chars: &[u8], depth: usize, work: &mut W
 /// What decoded `data` (at `depth` steps below the text) holds: a value
 /// as the scrub reads any text, or inside compressed data, or inside runs
 /// of its own.
-fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Work) -> Verdict {
+fn read_data(
+    patterns: &Arc<Patterns>,
+    data: &[u8],
+    depth: usize,
+    work: &mut Work,
+    at: Place,
+) -> Verdict {
     if !work.spend(data.len()) {
         return Verdict::Withhold;
     }
@@ -86,7 +107,17 @@ fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Wor
     // stretches of text are read. (The value's own bytes among them are
     // found by the base64 and hexadecimal forms of the text the run
     // stood in.)
-    let pieces = texts(data);
+    //
+    // A run decoded at another alignment than its own (behind a prefix
+    // glued to it) is read as text only where it is mostly text (what
+    // the prefix stood before), else for compressed data alone: at the
+    // wrong alignment an image is noise, and its short stretches of
+    // text would triple the work for nothing.
+    let pieces = if at.natural || promising(data) {
+        texts(data)
+    } else {
+        Vec::new()
+    };
     for piece in &pieces {
         match Rewriter::flat(patterns, piece) {
             Err(_) => return Verdict::Withhold,
@@ -94,30 +125,31 @@ fn read_data(patterns: &Arc<Patterns>, data: &[u8], depth: usize, work: &mut Wor
             Ok(None) => {}
         }
     }
-    match inflate(data) {
-        Inflated::Not => {}
-        Inflated::Over => return Verdict::Withhold,
-        Inflated::To(mut plain) => {
-            let v = if depth >= DEPTH {
-                if promising(&plain) {
-                    Verdict::Withhold
-                } else {
-                    Verdict::Clean
-                }
+    let v = streams(data, at, &mut |plain, cut| {
+        if depth >= DEPTH {
+            // One step past the bound.
+            if promising(plain) {
+                Verdict::Withhold
             } else {
-                read_data(patterns, &plain, depth + 1, work)
-            };
-            if v != Verdict::Clean {
-                zero(&mut plain);
-                return v;
+                Verdict::Clean
             }
+        } else {
+            let at = Place { natural: true, cut };
+            read_data(patterns, plain, depth + 1, work, at)
         }
+    });
+    if v != Verdict::Clean {
+        return v;
     }
     let mut found = Verdict::Clean;
     for piece in &pieces {
-        runs_in(piece, &mut |chars| {
+        // A run that reaches the end of bytes that end at a window's end
+        // goes on in the next window.
+        let last = std::ptr::eq(piece.as_ptr_range().end, data.as_ptr_range().end);
+        runs_in(piece, &mut |chars, ends| {
             if found == Verdict::Clean && chars.len() >= MIN_RUN {
-                found = read_chars(patterns, chars, depth + 1, work);
+                let cut = at.cut && last && ends;
+                found = read_chars(patterns, chars, depth + 1, work, cut);
             }
         });
     }
@@ -164,8 +196,9 @@ const TEXT: [bool; 256] = {
     t
 };
 
-/// Calls `f` with the characters of each run of `text` (whole).
-pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
+/// Calls `f` with the characters of each run of `text` (whole), and
+/// whether the run reaches the end of `text`.
+pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8], bool)) {
     {
         let mut pos = 0;
         let mut chars: Vec<u8> = Vec::new();
@@ -186,7 +219,7 @@ pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
             match u {
                 Unit::Char(c, n) if c != b'=' || !chars.is_empty() => {
                     if padded && c != b'=' {
-                        f(&chars);
+                        f(&chars, false);
                         chars.clear();
                     }
                     padded = c == b'=';
@@ -202,7 +235,7 @@ pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
                 }
                 _ => {
                     if !chars.is_empty() {
-                        f(&chars);
+                        f(&chars, false);
                         chars.clear();
                     }
                     padded = false;
@@ -211,18 +244,19 @@ pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8])) {
             }
         }
         if !chars.is_empty() {
-            f(&chars);
+            f(&chars, true);
         }
     }
 }
 
 /// Whether `data` is what a value could still hide in one step further:
-/// text (most of its bytes printable ASCII), or compressed data.
+/// text (most of its bytes printable ASCII), or compressed data of any
+/// kind a body's sniff knows.
 pub(super) fn promising(data: &[u8]) -> bool {
     if data.len() < MIN_RUN / 2 {
         return false;
     }
-    if matches!(sniff(data), Some(Sniffed::Coded(_))) {
+    if sniff(data).is_some() {
         return true;
     }
     let text = data.iter().filter(|&&b| is_text(b)).count();
