@@ -121,6 +121,15 @@ fn a_planted_hook_is_flagged_and_a_commit_lands_exactly_what_was_accepted() {
     assert_eq!((s, r["code"].as_str()), (409, Some("flagged")), "{r}");
     assert_eq!(r["details"][0]["path"], ".git/hooks/pre-commit", "{r}");
     assert!(r["message"].as_str().unwrap().contains("git-hook"), "{r}");
+    // The owner is told how to accept them (a token, which may not, is
+    // told who decides: review23_reviewer).
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"accept_flagged\": true"),
+        "{r}"
+    );
     assert_eq!(read(&ws.join("a.txt")), None);
     assert_eq!(read(&ws.join("existing.txt")).as_deref(), Some("old\n"));
     assert_eq!(read(&ws.join("gone.txt")).as_deref(), Some("bye\n"));
@@ -199,6 +208,10 @@ fn conflicts_and_changes_made_since_they_were_shown_are_refused() {
     let (s, r) = call(&d, "POST", "/v1/sandboxes/c/commit", Some("{}"));
     assert_eq!((s, r["code"].as_str()), (409, Some("conflicts")), "{r}");
     assert_eq!(r["details"][0]["path"], "existing.txt", "{r}");
+    assert!(
+        r["message"].as_str().unwrap().contains("\"force\": true"),
+        "{r}"
+    );
     assert_eq!(read(&ws.join("existing.txt")).as_deref(), Some("host\n"));
     // A change made after the last look is not applied unseen.
     let (s, r) = call(&d, "POST", "/v1/sandboxes/c/start", Some("{}"));

@@ -257,6 +257,28 @@ fn new_files_and_directories_land_under_the_committers_umask() {
     }
 }
 
+/// Outside review 33's files: configurations that the owner's editor runs
+/// as code as soon as the folder is opened or a file is linted.
+const EDITOR_CODE: &[(&str, &str)] = &[
+    (
+        "eslint.config.js",
+        "require('child_process').execSync('id > /tmp/pwn-eslint'); module.exports=[]\n",
+    ),
+    (
+        "prettier.config.js",
+        "require('child_process').execSync('id > /tmp/pwn-prettier'); module.exports={}\n",
+    ),
+    (
+        ".pylintrc",
+        "[MAIN]\ninit-hook='import os; os.system(\"id > /tmp/pwn-pylint\")'\n",
+    ),
+    (".rubocop.yml", "require:\n  - ./evil.rb\n"),
+    (
+        "conftest.py",
+        "import os\nos.system('id > /tmp/pwn-pytest')\n",
+    ),
+];
+
 #[test]
 fn the_model_cannot_commit_agent_hooks_or_code_hidden_as_binary_over_mcp() {
     let state = TempDir::new("r23-mcp-state");
@@ -266,9 +288,24 @@ fn the_model_cannot_commit_agent_hooks_or_code_hidden_as_binary_over_mcp() {
         let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
         let script = r#"mkdir -p .claude && printf '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}' > .claude/settings.json && printf '{"mcpServers":{"x":{"command":"id"}}}' > .mcp.json && printf 'console.log(1);\n// \000\n' > build.js && echo model >> a.txt && echo ok"#;
         good(&call(&c, "run_command", serde_json::json!({ "shell": script })).await);
+        // Outside review 33, F1: what editors, linters and test runners
+        // load as code when the folder is opened, written through
+        // write_file and committed by name, as the review did.
+        for (path, content) in EDITOR_CODE {
+            good(&call(&c, "write_file", serde_json::json!({ "path": path, "content": content })).await);
+        }
         let changes = good(&call(&c, "get_changes", serde_json::json!({})).await);
         assert!(changes.contains("host-exec"), "{changes}");
         assert!(changes.contains("binary"), "{changes}");
+        let paths: Vec<&str> = EDITOR_CODE.iter().map(|(p, _)| *p).collect();
+        let answer = call(&c, "commit_changes", serde_json::json!({ "paths": paths })).await;
+        let said = text(&answer);
+        for p in &paths {
+            assert!(!ws.path().join(p).exists(), "the model committed {p}: {said}");
+            assert!(said.contains(p), "{p} is not named as flagged: {said}");
+        }
+        // N2: the model is not offered a field its tool does not take.
+        assert!(!said.contains("accept_flagged"), "{said}");
         let answer = call(&c, "commit_changes", serde_json::json!({})).await;
         let said = text(&answer);
         for p in [".claude/settings.json", ".mcp.json", "build.js"] {

@@ -161,6 +161,38 @@ fn a_tokens_review_does_not_stand_for_the_owners_and_counts_for_its_own_commit()
     assert_eq!(s, 200, "{r}");
     let host = std::fs::read_to_string(ws.join("app.py")).unwrap();
     assert!(host.contains("curl evil"), "{host}");
+    // Outside review 33: a linter's configuration that is code is flagged
+    // for the token's commit too (F1), and the refusal tells the token who
+    // decides, not to send the `accept_flagged` it is refused (N2).
+    let (s, r) = json_as(&d, &t, "POST", "/v1/sandboxes/tk/start", "{}");
+    assert!(s < 300, "{r}");
+    daemon::shell_as(
+        &d,
+        &t,
+        "tk",
+        "cd /workspace && echo \"require('child_process').execSync('id > /tmp/pwn-eslint'); module.exports=[]\" > eslint.config.js && echo b > notes.txt",
+    );
+    daemon::stop_as(&d, &t, "tk");
+    let (s, r) = json_as(&d, &t, "GET", "/v1/sandboxes/tk/changes?content=true", "");
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = json_as(&d, &t, "POST", "/v1/sandboxes/tk/commit", "{}");
+    assert_eq!((s, r["code"].as_str()), (409, Some("flagged")), "{r}");
+    let said = r["message"].as_str().unwrap_or_default();
+    assert!(said.contains("eslint.config.js: host-exec"), "{said}");
+    assert!(
+        !said.contains("accept_flagged") && said.contains("owner"),
+        "{said}"
+    );
+    assert!(!ws.join("eslint.config.js").exists());
+    let (s, r) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes/tk/commit",
+        r#"{"paths":["notes.txt"]}"#,
+    );
+    assert_eq!(s, 200, "{r}");
+    assert!(ws.join("notes.txt").exists() && !ws.join("eslint.config.js").exists());
 }
 
 #[test]

@@ -105,7 +105,32 @@ fn workspace_refused(refused: &WorkspaceRefused, id: &str) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, refused.code(), message).with_reason(Some(refused.code()))
 }
 
-fn review_error(e: ReviewError, id: &str) -> ApiError {
+/// Who asked for a commit, as far as the refusal of a flagged or
+/// conflicting one should offer them a way on: a way the caller is
+/// refused is no way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asker {
+    /// The owner or its stand-in, through the native API: it may send
+    /// `accept_flagged` and `force`.
+    Decides,
+    /// A token that may not, or MCP's model (whose tool takes neither):
+    /// the owner decides.
+    Asks,
+}
+
+impl Asker {
+    /// The running request's asker. Read in the handler itself: the door
+    /// is known within its task, not on the blocking pool.
+    fn of(caller: &crate::auth::Caller) -> Asker {
+        if crate::reach::may_override_review(caller) && !crate::labels::model_facing() {
+            Asker::Decides
+        } else {
+            Asker::Asks
+        }
+    }
+}
+
+fn review_error(e: ReviewError, id: &str, asker: Asker) -> ApiError {
     if !matches!(e, ReviewError::RefusalUnrecorded { .. }) {
         if let Some(refused) = WorkspaceRefused::find(&e) {
             return workspace_refused(refused, id);
@@ -114,7 +139,7 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
     match e {
         // Answered as the refusal is, saying that it is not recorded.
         ReviewError::RefusalUnrecorded { refusal, source } => {
-            let mut answer = review_error(*refusal, id);
+            let mut answer = review_error(*refusal, id, asker);
             answer.problem.message.push_str(&format!(
                 "; and this is not recorded in the sandbox's audit log: {}",
                 chain(&source)
@@ -140,11 +165,19 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
                     })
                 })
                 .collect();
+            let how = match asker {
+                Asker::Decides => {
+                    "are flagged and need \"accept_flagged\": true (or commit the other paths by name)"
+                }
+                Asker::Asks => {
+                    "are flagged: landing them is the daemon's owner's decision, after a review on the host; commit the other paths by name"
+                }
+            };
             ApiError::new(
                 StatusCode::CONFLICT,
                 "flagged",
                 format!(
-                    "nothing committed: {} change(s) are flagged and need \"accept_flagged\": true (or commit the other paths by name): {}",
+                    "nothing committed: {} change(s) {how}: {}",
                     changes.len(),
                     lines.join("; ")
                 ),
@@ -179,8 +212,12 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
                 StatusCode::CONFLICT,
                 "conflicts",
                 format!(
-                    "nothing committed: {} path(s) changed in the real workspace since the sandbox started; look at them, then commit with \"force\": true to overwrite, or commit the other paths by name",
-                    conflicts.len()
+                    "nothing committed: {} path(s) changed in the real workspace since the sandbox started; {}",
+                    conflicts.len(),
+                    match asker {
+                        Asker::Decides => "look at them, then commit with \"force\": true to overwrite, or commit the other paths by name",
+                        Asker::Asks => "overwriting them is the daemon's owner's decision; commit the other paths by name",
+                    }
                 ),
             )
             .with_details(serde_json::Value::Array(details))
@@ -309,7 +346,7 @@ pub async fn changes(
         let sb = layered(&app, &id)?;
         let owners = app.owners_files();
         let changes = review::review(&sb, paths, content, &owners, by.as_deref(), &stop)
-            .map_err(|e| review_error(e, &id))?;
+            .map_err(|e| review_error(e, &id, Asker::Asks))?;
         let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
         let ignored = changes.iter().filter(|c| c.ignored).count();
         let changes = changes
@@ -382,6 +419,7 @@ pub async fn commit(
         .with_field(Some("/paths")));
     }
     let counted = reviewers(&caller);
+    let asker = Asker::of(&caller);
     // Stopped while it reviews, before anything lands, when its client
     // leaves; bounded as a review is.
     let (stop, _leaving) = review_stop();
@@ -403,7 +441,7 @@ pub async fn commit(
             &counted,
             &stop,
         )
-        .map_err(|e| review_error(e, &id))?;
+        .map_err(|e| review_error(e, &id, asker))?;
         Ok(Json(CommitAnswer {
             applied: report
                 .applied
@@ -454,7 +492,7 @@ pub async fn discard(
     }
     blocking(move || {
         let sb = layered(&app, &id)?;
-        let thrown = review::discard(&sb, paths).map_err(|e| review_error(e, &id))?;
+        let thrown = review::discard(&sb, paths).map_err(|e| review_error(e, &id, Asker::Asks))?;
         Ok(Json(DiscardAnswer {
             discarded: thrown
                 .iter()
