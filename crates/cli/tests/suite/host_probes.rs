@@ -330,3 +330,53 @@ fn a_command_a_token_ran_reads_back_in_its_events_as_it_ran_it() {
     );
     stop_as(&p.d, &t, "e");
 }
+
+/// The same at the E2B door: before, a sandbox's `metadata` value that
+/// named warden's state directory read back as the directory's name in
+/// the door's description of the sandbox. Now it reads back as it was
+/// set, and so does a wrong guess.
+#[test]
+fn a_value_of_an_e2b_sandboxs_metadata_reads_back_as_it_was_set() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("probe-e2b");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+    let t = api_token(
+        &d,
+        "e2b",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+        None,
+    );
+    let right = s(&state.path().join("warden"));
+    let body = serde_json::json!({
+        "templateID": "base", "timeout": 60, "metadata": {"where": right},
+    });
+    let (st, b) = exchange(
+        "POST",
+        &format!("http://{addr}/sandboxes"),
+        &[("x-api-key", &t)],
+        Some(&body.to_string()),
+        &[],
+    );
+    assert!(st == 200 || st == 201, "{st} {b}");
+    let id = json(&b)["sandboxID"].as_str().unwrap().to_string();
+    let (st, b) = exchange(
+        "GET",
+        &format!("http://{addr}/sandboxes/{id}"),
+        &[("x-api-key", &t)],
+        None,
+        &[],
+    );
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(json(&b)["metadata"]["where"], right.as_str(), "{b}");
+    let (st, _) = exchange(
+        "DELETE",
+        &format!("http://{addr}/sandboxes/{id}"),
+        &[("x-api-key", &t)],
+        None,
+        &[],
+    );
+    assert!(st < 300, "{st}");
+}
