@@ -19,8 +19,11 @@ use serde_json::Value;
 use crate::error::ApiError;
 
 /// Routes whose body is not read here: a file's bytes, streamed into the
-/// sandbox with no bound of the API's, and never said back.
-const STREAMED: &[&str] = &["/v1/sandboxes/{id}/files"];
+/// sandbox with no bound of the API's, and never said back; and MCP's
+/// messages, read by the MCP server with its own bounds and answered as
+/// a stream that the scrub does not rewrite (the API calls a tool makes
+/// in-process pass through this layer with their own bodies).
+const STREAMED: &[&str] = &["/v1/sandboxes/{id}/files", "/mcp"];
 
 /// The strings a caller sent with one request.
 #[derive(Debug, Default)]
