@@ -103,6 +103,30 @@ def test_the_mcp_token_does_not_reach_another_sandbox(daemon: Daemon, mcp_key: s
         other.kill()
 
 
+def test_one_key_a_caller_chose_for_two_of_its_sandboxes_reaches_each(daemon: Daemon, mcp_key: str, label: str) -> None:
+    # The caller chooses its MCP keys (the SDK a fresh UUID each); one key
+    # started for a second sandbox's gateway must not lock the first out.
+    mcp_python()
+    first = Sandbox.create(mcp={}, metadata={"test": label}, timeout=120, api_key=mcp_key)
+    second = Sandbox.create(mcp={}, metadata={"test": label}, timeout=120, api_key=mcp_key)
+    try:
+        first.files.write("marker", "first-" + label)
+        second.files.write("marker", "second-" + label)
+        key = first.get_mcp_token()
+        second.commands.run(
+            "mcp-gateway --config '{}'",
+            user="root",
+            envs={"GATEWAY_ACCESS_TOKEN": key},
+        )
+        for sbx, want in ((first, "first-"), (second, "second-")):
+            out = session(daemon, sbx.get_mcp_url(), key, run("cat /home/user/marker"))
+            assert "calls" in out, out
+            assert want + label in out["calls"][0]["text"], out
+    finally:
+        first.kill()
+        second.kill()
+
+
 def test_the_mcp_token_creates_no_sandbox(daemon: Daemon, made: Sandbox) -> None:
     before = sorted(s["id"] for s in daemon.sandboxes())
     out = session(daemon, made.get_mcp_url(), made.get_mcp_token(), "create_sandbox={}")

@@ -315,15 +315,19 @@ fn check(e: &E2b, id: &str, key: &str) -> Result<(String, String), Refusal> {
     };
     let (parent, native, uid, native_id) = {
         let grants = e.mcp.lock();
+        // A grant is its key for its sandbox: a caller chooses its keys
+        // (the SDK a random UUID each), so one key may stand for several
+        // of its sandboxes and each is found by both halves. Every key is
+        // compared, in constant time, whatever matches first.
         let mut found = None;
         for g in grants.iter() {
             let same: bool = g.key.as_bytes().ct_eq(key.as_bytes()).into();
-            if same {
+            if same && g.sandbox == id {
                 found = Some(g);
             }
         }
         match found {
-            Some(g) if g.sandbox == id => (
+            Some(g) => (
                 g.parent.clone(),
                 g.native.clone(),
                 g.uid.clone(),
