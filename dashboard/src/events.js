@@ -4,7 +4,7 @@
 
 import { withCsrf } from './api.js';
 import { h, bytes, clock, setText, shownLine, shownName } from './dom.js';
-import { fieldTable, proposeRule, proposalFor } from './rules.js';
+import { fieldTable, proposeRule, proposalFor, profileWords } from './rules.js';
 
 // A long command line, cut (the whole one is in the log).
 function short(text) {
@@ -132,7 +132,10 @@ export function eventsView(root, id) {
       // What would have allowed it, in the API's words (the option's JSON
       // path and the entry), as the daemon tells every reader of events.
       d.remedy ? h('span', { class: 'remedy' }, shownLine(d.remedy)) : null,
-      d.propose ? h('button', { type: 'button', class: 'small', onclick: () => proposeRule(proposal, id, d.propose) }, 'Propose a rule') : null);
+      // A rule is proposed (to edit and apply now) only for an option a
+      // running sandbox takes; any other is said as the profile's words.
+      d.propose && d.propose.row.live ? h('button', { type: 'button', class: 'small', onclick: () => proposeRule(proposal, id, d.propose) }, 'Propose a rule') : null,
+      d.propose && !d.propose.row.live ? profileWords(d.propose) : null);
     li.hidden = !visible(li);
     const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;
     list.append(li);

@@ -4,10 +4,12 @@
 // already allowed and was refused for where it leads (a non-public
 // address, the host itself) is proposed the address range or host port
 // its reason names, a request refused by the name's request rules a
-// request rule. An allowlist entry can be applied to the running sandbox
-// at once (the daemon's live egress change, PATCH
-// /v1/sandboxes/{id}/egress); the other options are lines for the
-// profile.
+// request rule. Only an option a running sandbox takes (the allowlist's
+// names: the daemon's live egress change, PATCH
+// /v1/sandboxes/{id}/egress) is proposed, with an entry to edit and
+// apply; any other (an owner-only option such as a secret's plain port,
+// which no running sandbox takes) is shown as the words of what would be
+// added to the profile, with nothing to apply.
 
 import { api, enc } from './api.js';
 import { h, lines as textLines, toast } from './dom.js';
@@ -89,23 +91,33 @@ export function profileLines(row, value) {
   return lines.join('\n');
 }
 
+// What a denial whose option no running sandbox takes would need, in
+// words: the profile lines, and whose they are to add (an owner-only
+// option's, the host's owner; another's, a new sandbox's profile).
+export function profileWords({ row, value }) {
+  const whose = row.reach === 'sandbox'
+    ? `A running sandbox takes allowlist names only: a new sandbox's profile would add (${row.key}):`
+    : `Only the host's owner sets ${row.key}, in a profile of new sandboxes; the owner would add:`;
+  return h('div', { class: 'owner-rule', dataset: { field: row.key } },
+    h('span', {}, whose),
+    h('pre', {}, textLines(profileLines(row, value))));
+}
+
+// A proposal of an entry for `row`, the allowlist a running sandbox
+// takes: editable, with its profile lines, and applied to sandbox `id`
+// now by its button.
 export function proposeRule(root, id, { row, value, name }) {
-  const live = row.live;
   const input = h('input', { id: 'rule-entry', value, 'aria-label': 'Entry', size: 40, dataset: { field: row.key } });
   const lines = h('pre', {});
   const show = () => lines.replaceChildren(textLines(profileLines(row, input.value.trim())));
   input.addEventListener('input', show);
   show();
-  const apply = live
-    ? h('button', { type: 'button', onclick: go }, `Allow it in ${id} now`)
-    : h('span', { class: 'muted' }, 'A running sandbox takes allowlist names only: these lines are for the profile of new sandboxes.');
+  const apply = h('button', { type: 'button', onclick: go }, `Allow it in ${id} now`);
   const card = h('div', { class: 'card proposal', role: 'region', 'aria-label': `Rule for ${name}` },
     h('h3', {}, `A rule for ${name}`),
     h('label', { title: row.doc }, `Entry of ${row.key} (${row.ty})`, input),
     h('p', { class: 'muted' }, row.doc),
-    h('p', {}, live
-      ? 'The profile lines that allow it (add them to the profile to keep it for new sandboxes):'
-      : `The profile lines that allow it (${row.key}, as the denial's reason names):`),
+    h('p', {}, 'The profile lines that allow it (add them to the profile to keep it for new sandboxes):'),
     lines,
     h('p', {}, apply, ' ', h('button', { type: 'button', class: 'link', onclick: () => card.remove() }, 'Close')));
   root.replaceChildren(card);

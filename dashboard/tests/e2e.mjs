@@ -10,7 +10,10 @@
 //
 // The create form picks its profile from the daemon's list and its
 // options from the daemon's field table (GET /v1/fields); a denial of a
-// name already allowed proposes no entry for it again. A program an
+// name already allowed proposes no entry for it again, and a denial whose
+// option no running sandbox takes (an owner-only one: an address range, a
+// secret's plain port) is shown as the profile's words, with nothing to
+// apply. A program an
 // exec allowlist refuses inside shows as a denial and is counted with
 // the denied names (where the host records such refusals).
 //
@@ -403,19 +406,58 @@ try {
     if (await last.locator('button', { hasText: 'Propose a rule' }).count()) throw new Error('an allowed name is proposed again');
   });
 
-  await scenario('an allowed name refused for its private address proposes the address range its reason names, never the name', async () => {
+  await scenario('an allowed name refused for its private address shows the address range its reason names as the owner\'s words, never the name, with nothing to apply', async () => {
     await connect('demo', 'private.test', false);
     const denial = page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first();
     await denial.waitFor();
-    await denial.locator('button', { hasText: 'Propose a rule' }).click();
-    const proposal = page.locator('.proposal', { hasText: 'private.test' });
-    await proposal.waitFor();
-    const lines = await proposal.locator('pre').innerText();
-    if (!lines.includes('allow_cidrs:') || !lines.includes('- 10.255.0.7/32') || lines.includes('domains') || lines.includes('private.test')) throw new Error(`the proposal reads: ${lines}`);
-    if ((await page.inputValue('#rule-entry')) !== '10.255.0.7/32') throw new Error(`the entry is ${await page.inputValue('#rule-entry')}`);
-    // A running sandbox takes names only: no button offers to apply it.
-    if (await proposal.locator('button', { hasText: 'now' }).count()) throw new Error('a range is offered as a live change');
-    await proposal.locator('button', { hasText: 'Close' }).click();
+    // A running sandbox takes names only, and the range is the owner's:
+    // no proposal to edit or apply, the profile's words instead.
+    if (await denial.locator('button').count()) throw new Error('a range is offered as a rule to propose or apply');
+    const words = denial.locator('.owner-rule');
+    await words.waitFor();
+    const lines = await words.locator('pre').innerText();
+    if (!lines.includes('allow_cidrs:') || !lines.includes('- 10.255.0.7/32') || lines.includes('domains') || lines.includes('private.test')) throw new Error(`the words read: ${lines}`);
+    if (!(await words.innerText()).includes("host's owner")) throw new Error(`the words do not say whose: ${await words.innerText()}`);
+  });
+
+  await scenario("a secret's host reached without TLS is shown as the owner's profile words, not proposed, and nothing reaches the listener", async () => {
+    const { fields } = await call('GET', '/v1/fields');
+    const row = fields.find((f) => f.key === 'egress.secret_plain_ports');
+    if (!row || row.live || row.reach !== 'host') throw new Error(`the table's secret_plain_ports row: ${JSON.stringify(row)}`);
+    await owner('POST', '/v1/sandboxes', {
+      name: 'plain',
+      spec: {
+        secrets: { E2E_TOKEN: { from_command: ['/bin/echo', 'e2e-secret-value'], hosts: ['secret.test'] } },
+        egress: { domains: [`secret.test:${port}`], allow_http: true, hosts: { 'secret.test': '127.0.0.1' } },
+      },
+    });
+    const before = arrivals.length;
+    const raw = `import socket
+s = socket.create_connection(('secret.test', ${port}), timeout=15)
+s.sendall(b'\\x00RAW-PROBE\\r\\n')
+s.settimeout(5)
+try:
+    print('got', s.recv(100))
+except OSError as e:
+    print('cut', e)
+`;
+    await call('POST', '/v1/sandboxes/plain/exec', { argv: ['python3', '-c', raw] });
+    await page.goto(`${base}/#/sandboxes/plain`);
+    await page.locator('#panel-events').waitFor();
+    const denial = page.locator('.ev.deny', { hasText: 'secret.test' }).first();
+    await denial.waitFor();
+    if (arrivals.length !== before) throw new Error('bytes without TLS reached the secret\'s host');
+    if (await denial.locator('button', { hasText: 'Propose a rule' }).count()) throw new Error('an owner-only option is offered as a rule to propose');
+    if (await denial.locator('button').count()) throw new Error('an owner-only option has a button');
+    const words = denial.locator('.owner-rule');
+    await words.waitFor();
+    const lines = await words.locator('pre').innerText();
+    if (!lines.includes('secret_plain_ports:') || !lines.includes(`- secret.test:${port}`)) throw new Error(`the words read: ${lines}`);
+    if (!(await words.innerText()).includes("host's owner")) throw new Error(`the words do not say whose: ${await words.innerText()}`);
+    await owner('POST', '/v1/sandboxes/plain/stop', {}).catch(() => {});
+    await owner('DELETE', '/v1/sandboxes/plain');
+    await page.goto(`${base}/#/sandboxes/demo`);
+    await page.locator('#panel-events').waitFor();
   });
 
   await scenario("a proposal's lines are the field table's keys: a key renamed in the table is renamed in the dashboard, with no edit there", async () => {
@@ -458,17 +500,12 @@ try {
       await page.reload();
       await page.locator('.ev.deny', { hasText: 'private.test' }).first().waitFor();
       const privateDenial = page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first();
-      await privateDenial.locator('button', { hasText: 'Propose a rule' }).click();
-      let proposal = page.locator('.proposal', { hasText: 'private.test' });
-      await proposal.waitFor();
-      let lines = await proposal.locator('pre').innerText();
-      const entry = await page.inputValue('#rule-entry');
-      if (lines !== listLines(renamed(range.key), entry)) throw new Error(`the proposal reads ${JSON.stringify(lines)}, not the renamed key ${renamed(range.key)}`);
-      await proposal.locator('button', { hasText: 'Close' }).click();
+      let lines = await privateDenial.locator('.owner-rule pre').innerText();
+      if (lines !== listLines(renamed(range.key), '10.255.0.7/32')) throw new Error(`the words read ${JSON.stringify(lines)}, not the renamed key ${renamed(range.key)}`);
       // The live row is the table's, whatever its key: its proposal offers
       // the live change.
       await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().locator('button', { hasText: 'Propose a rule' }).click();
-      proposal = page.locator('.proposal', { hasText: 'blocked.test' });
+      const proposal = page.locator('.proposal', { hasText: 'blocked.test' });
       await proposal.waitFor();
       lines = await proposal.locator('pre').innerText();
       if (lines !== listLines(renamed(live.key), await page.inputValue('#rule-entry'))) throw new Error(`the live proposal reads ${JSON.stringify(lines)}`);
@@ -480,12 +517,10 @@ try {
       await page.reload();
     }
     // And the daemon's own table: the same lines under the key it has.
-    await page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first().locator('button', { hasText: 'Propose a rule' }).click();
-    const proposal = page.locator('.proposal', { hasText: 'private.test' });
-    await proposal.waitFor();
-    const lines = await proposal.locator('pre').innerText();
-    if (lines !== listLines(range.key, await page.inputValue('#rule-entry'))) throw new Error(`the proposal reads ${JSON.stringify(lines)}, not the table's ${range.key}`);
-    await proposal.locator('button', { hasText: 'Close' }).click();
+    const words = page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first().locator('.owner-rule pre');
+    await words.waitFor();
+    const lines = await words.innerText();
+    if (lines !== listLines(range.key, '10.255.0.7/32')) throw new Error(`the words read ${JSON.stringify(lines)}, not the table's ${range.key}`);
   });
 
   await scenario("a VM relay's cuts read as what was cut and why: an exec's output, and the guest cut off", async () => {
