@@ -467,6 +467,19 @@ const HOOK_KEYS: &[(&str, &str)] = &[
     ("pre-push", "the pre-push package runs these scripts"),
 ];
 
+/// Keys of package.json under which a tool keeps the settings it would
+/// otherwise read from its own file, and what it loads from them as code
+/// (the data forms of `crate::loads`, kept here).
+const CODE_KEYS: &[(&str, &str)] = &[
+    ("eslintConfig", "ESLint loads the plugins, parser and shared configurations its eslintConfig names whenever it lints, in an editor as soon as a file is opened"),
+    ("prettier", "Prettier loads the plugins or shared configuration its prettier key names whenever it formats, in an editor at the next format on save"),
+    ("stylelint", "stylelint loads the plugins and shared configurations its stylelint key names whenever it lints"),
+    ("babel", "Babel loads the plugins and presets its babel key names whenever it compiles"),
+    ("jest", "Jest runs the setup files, transforms and global setup its jest key names at every run, an editor's Jest extension included"),
+    ("mocha", "Mocha loads the modules its mocha key requires at every run"),
+    ("ava", "AVA loads the modules its ava key requires at every run"),
+];
+
 /// `host-exec`: a package.json whose implicitly run scripts, or the
 /// commands its git-hook tools run ([`HOOK_KEYS`]), changed.
 fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
@@ -526,34 +539,54 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
                 out.insert(format!("package.json {key}"), v.to_string());
             }
         }
+        for (key, _) in CODE_KEYS {
+            if let Some(v) = v.get(*key) {
+                out.insert(format!("package.json code {key}"), v.to_string());
+            }
+        }
         Ok(out)
     };
-    match (scripts(&old), scripts(&new)) {
-        (_, Err(())) => Some(flag(
-            "host-exec",
-            "package.json that is not valid JSON: what npm runs from it cannot be told".into(),
-        )),
-        (Ok(a), Ok(b)) if a == b => None,
-        (Ok(a), Ok(b)) if a.keys().chain(b.keys()).any(|k| k.starts_with("package.json ") && a.get(k) != b.get(k)) => {
-            let why: Vec<&str> = HOOK_KEYS
-                .iter()
-                .filter(|(key, _)| {
-                    let k = format!("package.json {key}");
-                    a.get(&k) != b.get(&k)
-                })
-                .map(|(_, why)| *why)
-                .collect();
-            Some(flag(
+    let lifecycle = "npm runs these lifecycle scripts (install, prepare, pre*/post*) on the host without being asked, at the next install or run; they changed";
+    let (a, b) = match (scripts(&old), scripts(&new)) {
+        (_, Err(())) => {
+            return Some(flag(
                 "host-exec",
-                format!(
-                    "git-hook tools run what package.json names for them on the host at the next commit ({}); it changed",
-                    why.join("; ")
-                ),
+                "package.json that is not valid JSON: what npm runs from it cannot be told".into(),
             ))
         }
-        _ => Some(flag(
-            "host-exec",
-            "npm runs these lifecycle scripts (install, prepare, pre*/post*) on the host without being asked, at the next install or run; they changed".into(),
-        )),
+        (Err(()), Ok(_)) => return Some(flag("host-exec", lifecycle.into())),
+        (Ok(a), Ok(b)) => (a, b),
+    };
+    if a == b {
+        return None;
     }
+    let changed = |k: &str| a.get(k) != b.get(k);
+    let hooks: Vec<&str> = HOOK_KEYS
+        .iter()
+        .filter(|(key, _)| changed(&format!("package.json {key}")))
+        .map(|(_, why)| *why)
+        .collect();
+    let code: Vec<&str> = CODE_KEYS
+        .iter()
+        .filter(|(key, _)| changed(&format!("package.json code {key}")))
+        .map(|(_, why)| *why)
+        .collect();
+    let mut reasons = Vec::new();
+    if !hooks.is_empty() {
+        reasons.push(format!(
+            "git-hook tools run what package.json names for them on the host at the next commit ({}); it changed",
+            hooks.join("; ")
+        ));
+    }
+    if !code.is_empty() {
+        reasons.push(format!("{}; it changed", code.join("; ")));
+    }
+    let scripts_changed = a
+        .keys()
+        .chain(b.keys())
+        .any(|k| !k.starts_with("package.json ") && changed(k));
+    if scripts_changed || reasons.is_empty() {
+        reasons.push(lifecycle.to_string());
+    }
+    Some(flag("host-exec", reasons.join("; ")))
 }

@@ -80,6 +80,10 @@ const RUN_ON_THE_HOST: &[(&str, Option<&str>, &str)] = &[
     (".mocharc.yml", None, "require: ./evil.js\n"),
     (".postcssrc.json", None, "{\"plugins\": {\"./evil.js\": {}}}\n"),
     ("phpstan.neon", None, "parameters:\n  bootstrapFiles:\n    - evil.php\n"),
+    // The same settings kept in package.json under each tool's key.
+    ("eslint/package.json", Some("{\"name\": \"a\"}\n"), "{\"name\": \"a\", \"eslintConfig\": {\"plugins\": [\"./evil\"]}}\n"),
+    ("prettier/package.json", None, "{\"name\": \"a\", \"prettier\": \"./evil-config.js\"}\n"),
+    ("jest/package.json", Some("{\"jest\": {\"testEnvironment\": \"node\"}}\n"), "{\"jest\": {\"testEnvironment\": \"node\", \"globalSetup\": \"./evil.js\"}}\n"),
 ];
 
 /// `(path, what the host had, what the sandbox wrote)`: ordinary
@@ -93,6 +97,7 @@ const SETTINGS_ONLY: &[(&str, Option<&str>, &str)] = &[
     ("plain/.editorconfig", None, "root = true\n[*]\nindent_style = space\n"),
     ("src/app.config.js", None, "module.exports = {};\n"),
     ("src/eslint.js", None, "module.exports = {};\n"),
+    ("app/package.json", Some("{\"name\": \"a\", \"version\": \"1.0.0\", \"prettier\": {\"semi\": false}}\n"), "{\"name\": \"a\", \"version\": \"1.0.1\", \"prettier\": {\"semi\": false}}\n"),
 ];
 
 #[test]
