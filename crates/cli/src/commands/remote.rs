@@ -509,7 +509,7 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
         eprintln!("no changes in sandbox {}", a.name);
     } else if answer.flagged > 0 {
         eprintln!(
-            "{} change(s) flagged: `warden --host ... commit {} --accept-flagged` applies them too",
+            "{} change(s) flagged: `warden --host ... commit {} --accept-flagged` applies them too when the daemon's owner or a quota-free admin token sends it; another token commits the other paths by name and leaves these to the owner",
             answer.flagged, a.name
         );
     }
