@@ -1,2 +1,3 @@
+mod nested_runs;
 mod plain_http;
 mod secret_ports;

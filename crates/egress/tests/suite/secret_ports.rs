@@ -19,14 +19,24 @@ use warden_policy::DomainRule;
 
 /// A value shaped like no credential rule, so the outbound scan leaves it
 /// to the substitution.
-const VALUE: &str = "sv-RealSecretValue-5f2c9e1d7a3b";
+pub(super) const VALUE: &str = "sv-RealSecretValue-5f2c9e1d7a3b";
 
 /// Another name the owner pinned to the store's address, allowed on the
 /// store's other port only: no secret is for it.
 const BESIDE: &str = "other.test";
 
+/// How the store answers a load: from the path asked (`/load`, or
+/// `/load/...` for another shape) and the note, the body it sends.
+pub(super) type Shape = fn(&str, &[u8]) -> Vec<u8>;
+
+/// The note as it was stored.
+fn as_stored(_: &str, note: &[u8]) -> Vec<u8> {
+    note.to_vec()
+}
+
 /// One application on two TLS ports of 127.0.0.1 (its own authority),
-/// sharing one note: `POST /store` keeps the body, `GET /load` answers it.
+/// sharing one note: `POST /store` keeps the body, `GET /load` answers it
+/// (in its [`Shape`]).
 struct Store {
     ports: [u16; 2],
     ca_pem: String,
@@ -34,7 +44,7 @@ struct Store {
 }
 
 impl Store {
-    fn start() -> Store {
+    fn start(shape: Shape) -> Store {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -75,7 +85,7 @@ impl Store {
                 for conn in listener.incoming() {
                     let Ok(conn) = conn else { continue };
                     let (config, note) = (config.clone(), note.clone());
-                    std::thread::spawn(move || serve_store(conn, config, &note));
+                    std::thread::spawn(move || serve_store(conn, config, &note, shape));
                 }
             });
         }
@@ -88,14 +98,19 @@ impl Store {
 }
 
 /// One request on `conn`, answered with `Connection: close`.
-fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<Vec<u8>>) {
+fn serve_store(
+    conn: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    note: &Mutex<Vec<u8>>,
+    shape: Shape,
+) {
     conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let Ok(tls) = rustls::ServerConnection::new(config) else {
         return;
     };
     let mut s = rustls::StreamOwned::new(tls, conn);
     let mut buf = Vec::new();
-    let (store, head_len, length) = loop {
+    let (path, head_len, length) = loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut req = httparse::Request::new(&mut headers);
         if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
@@ -105,7 +120,7 @@ fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<
                 .find(|h| h.name.eq_ignore_ascii_case("content-length"))
                 .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
                 .unwrap_or(0);
-            break (req.path == Some("/store"), n, length);
+            break (req.path.unwrap_or_default().to_string(), n, length);
         }
         if !read_more(&mut s, &mut buf) {
             return;
@@ -116,11 +131,11 @@ fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<
             return;
         }
     }
-    let answer = if store {
+    let answer = if path == "/store" {
         *note.lock().unwrap() = buf[head_len..head_len + length].to_vec();
         b"stored".to_vec()
     } else {
-        note.lock().unwrap().clone()
+        shape(&path, &note.lock().unwrap())
     };
     let mut out = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -136,7 +151,7 @@ fn serve_store(conn: TcpStream, config: Arc<rustls::ServerConfig>, note: &Mutex<
 
 /// What the owner allows on the store's other port besides what every
 /// run allows there (`api.test` and [`BESIDE`]).
-enum Other {
+pub(super) enum Other {
     Nothing,
     /// The port as a host port (`host.warden.internal`).
     HostPort,
@@ -247,7 +262,7 @@ fn through(
 
 /// A store, a proxy over it as [`proxy`] makes it, and what a client
 /// through the proxy trusts.
-struct Run {
+pub(super) struct Run {
     store: Store,
     _proxy: Proxy,
     at: u16,
@@ -258,7 +273,12 @@ struct Run {
 
 impl Run {
     fn start(extra: Other) -> Run {
-        let store = Store::start();
+        Run::shaped(extra, as_stored)
+    }
+
+    /// [`Run::start`], the store answering loads in `shape`.
+    pub(super) fn shaped(extra: Other, shape: Shape) -> Run {
+        let store = Store::start(shape);
         let (_proxy, at, ca, held, heard) = proxy(&store, extra);
         Run {
             store,
@@ -283,13 +303,33 @@ impl Run {
     /// [`through`] `target` (`name:port`, its `Host` too): the store's
     /// note.
     fn load(&self, target: &str) -> Option<(String, Vec<u8>)> {
-        let load = format!("GET /load HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+        self.get(target, "/load")
+    }
+
+    /// [`through`] `target`: what the store answers for `path`.
+    pub(super) fn get(&self, target: &str, path: &str) -> Option<(String, Vec<u8>)> {
+        let load = format!("GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
         through(self.at, target, self.cas(), &load)
+    }
+
+    /// The secret's own `name:port`, where its placeholder is substituted.
+    pub(super) fn own(&self) -> String {
+        format!("api.test:{}", self.store.ports[0])
+    }
+
+    /// Whether the proxy withheld a response for `code`, once its
+    /// decisions have settled.
+    pub(super) fn decided_code(&self, code: &str) -> bool {
+        std::thread::sleep(Duration::from_millis(200));
+        let heard = self.heard.0.lock().unwrap();
+        heard
+            .iter()
+            .any(|d| d.reason.as_ref().map(|c| c.reason.code()) == Some(code))
     }
 
     /// [`through`] `target`: the placeholder stored as the note, with
     /// `headers` (whole lines) besides.
-    fn store(&self, target: &str, headers: &str) -> Option<(String, Vec<u8>)> {
+    pub(super) fn store(&self, target: &str, headers: &str) -> Option<(String, Vec<u8>)> {
         let body = format!("note={}", self.held);
         let req = format!(
             "POST /store HTTP/1.1\r\nHost: {target}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
