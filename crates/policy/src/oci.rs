@@ -513,6 +513,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         }
     }
     pod::mounts(&config.mounts, PROVIDED, &mut notices)?;
+    // No `linux` is no namespace asked for: the node's network, as below.
     let network_namespace = match &config.linux {
         Some(linux) => {
             let ns = namespaces(&linux.namespaces, &mut notices)?;
@@ -521,7 +522,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
             }
             ns
         }
-        None => None,
+        None => namespaces(&[], &mut notices)?,
     };
     let hooks = config.hooks.clone().unwrap_or_default();
     hooks.check()?;
@@ -597,8 +598,19 @@ pub fn process_request(p: &Process, at: &str) -> Result<ProcessRequest, OciError
 /// CRI gives a pod's containers its pause container's) is not joined: the
 /// container gets its own, which shares nothing, and a notice says so.
 /// Every other path (a namespace shared with the host or another
-/// container) is refused.
+/// container) is refused. So is a list without a network namespace: the
+/// specification's way of asking for the node's network (a pod's
+/// `hostNetwork: true`, `ctr run --net-host`), which warden never gives,
+/// and under which containerd's port-forward of the pod dials the node's
+/// own loopback rather than the container (see `docs/kubernetes.md`).
 fn namespaces(ns: &[Namespace], notices: &mut Vec<String>) -> Result<Option<String>, OciError> {
+    if !ns.iter().any(|n| n.kind == "network") {
+        return Err(OciError::Unsupported {
+            field: "linux.namespaces".into(),
+            value: "no network namespace (the node's network: a pod's hostNetwork: true, or ctr run --net-host)".into(),
+            why: "warden never runs a container on the node's network, and containerd's port-forward of such a pod would reach the node's own loopback services, not the container; run the pod without hostNetwork".into(),
+        });
+    }
     let mut network = None;
     for (i, n) in ns.iter().enumerate() {
         let field = format!("linux.namespaces[{i}]");
@@ -772,9 +784,11 @@ mod tests {
 
     #[test]
     fn limits_come_from_linux_resources() {
-        let c = config(serde_json::json!({"linux": {"resources": {
+        let c = config(
+            serde_json::json!({"linux": {"namespaces": [{"type": "network"}], "resources": {
             "memory": {"limit": 268435456}, "pids": {"limit": 64},
-            "cpu": {"quota": 50000, "period": 100000}}}}));
+            "cpu": {"quota": 50000, "period": 100000}}}}),
+        );
         let t = translate(&c, Path::new("/b")).unwrap();
         assert!(
             matches!(one(&t, Field::Memory), Some(Val::Size { bytes, .. }) if bytes == 256 << 20)
@@ -786,7 +800,7 @@ mod tests {
     #[test]
     fn sharing_the_hosts_pid_namespace_is_refused_by_its_field() {
         let c = config(
-            serde_json::json!({"linux": {"namespaces": [{"type": "pid", "path": "/proc/1/ns/pid"}]}}),
+            serde_json::json!({"linux": {"namespaces": [{"type": "pid", "path": "/proc/1/ns/pid"}, {"type": "network"}]}}),
         );
         let e = translate(&c, Path::new("/b")).unwrap_err();
         assert_eq!(e.field(), Some("linux.namespaces[0].path"));
@@ -802,11 +816,27 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_asking_for_the_nodes_network_is_refused_naming_host_network() {
+        // A pod's hostNetwork: true reaches the runtime as a namespace
+        // list without `network`; no `linux` at all asks the same.
+        let c = config(
+            serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}}),
+        );
+        let mut bare = config(serde_json::json!({}));
+        bare.linux = None;
+        for c in [c, bare] {
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(e.field(), Some("linux.namespaces"));
+            assert!(e.to_string().contains("hostNetwork"), "{e}");
+        }
+    }
+
+    #[test]
     fn a_pods_ipc_and_uts_paths_and_its_shm_directory_give_the_container_its_own() {
         // What the CRI gives a pod's container: the pause container's IPC
         // and UTS namespaces and the pod's shared-memory directory.
         let c = config(serde_json::json!({
-            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"},
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "network"},
                 {"type": "ipc", "path": "/proc/42/ns/ipc"}, {"type": "uts", "path": "/proc/42/ns/uts"}]},
             "mounts": [{"destination": "/dev/shm", "type": "bind",
                 "source": "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/x/shm",

@@ -52,6 +52,7 @@ fn warden_accepts(what: &str, annotations: &serde_json::Value) {
         "ociVersion": "1.0.2",
         "process": {"args": ["sh"], "cwd": "/"},
         "root": {"path": "rootfs"},
+        "linux": {"namespaces": [{"type": "network"}]},
         "annotations": annotations,
     });
     let config = warden_policy::oci::parse(&config.to_string()).unwrap();

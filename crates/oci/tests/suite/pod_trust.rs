@@ -4,7 +4,8 @@
 //! same-path bind. These tests are the bundles such a pod gives
 //! `warden-oci`: each host path it names is refused before anything runs
 //! (planted files stay unread and unchanged, a listener on the node sees
-//! nothing), and its limits stay under the node profile's.
+//! nothing), and its limits stay under the node profile's. A pod that
+//! asks for the node's network (`hostNetwork: true`) is refused whole.
 
 use crate::common::*;
 use std::io::ErrorKind;
@@ -308,5 +309,42 @@ fn a_pods_limits_above_the_hosts_defaults_are_refused_where_the_node_profile_set
         let o = node.run(&format!("{tag}-within"), pod(profile, 32 << 20, 20));
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert!(text(&o.stdout).contains("started"), "{}", text(&o.stdout));
+    }
+}
+
+#[test]
+fn a_host_network_pod_is_refused_naming_host_network_and_nothing_runs() {
+    if !ready() {
+        return;
+    }
+    let node = Node::new(&[]);
+    // What the CRI writes for a pod with `hostNetwork: true` (its pause
+    // container's namespaces, without `network`), and a bundle with no
+    // `linux` at all: both ask for the node's network, on which
+    // containerd's port-forward dials the node's own loopback.
+    let mut host_network = config(&["sh", "-c", "echo container-ran"]);
+    host_network["linux"]["namespaces"] = serde_json::json!([
+        {"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}
+    ]);
+    let mut no_linux = config(&["sh", "-c", "echo container-ran"]);
+    no_linux.as_object_mut().unwrap().remove("linux");
+    for (id, c) in [("host-network", host_network), ("no-linux", no_linux)] {
+        let o = node.run(id, c);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{id} was run: {err}");
+        assert!(
+            !text(&o.stdout).contains("container-ran"),
+            "{id}: {}",
+            text(&o.stdout)
+        );
+        assert!(
+            err.contains("linux.namespaces") && err.contains("hostNetwork"),
+            "{id}: the refusal does not say what and why: {err}"
+        );
+        assert!(
+            node.lab.left().is_empty(),
+            "{id} left: {:?}",
+            node.lab.left()
+        );
     }
 }

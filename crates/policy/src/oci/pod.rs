@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn what_the_pod_spec_writes_is_the_pod_authors_and_the_root_the_nodes() {
         let c = config(
-            serde_json::json!({"hostname": "box", "linux": {"resources": {
+            serde_json::json!({"hostname": "box", "linux": {"namespaces": [{"type": "network"}], "resources": {
             "memory": {"limit": 268435456}, "pids": {"limit": 64},
             "cpu": {"quota": 50000, "period": 100000}}}}),
         );
