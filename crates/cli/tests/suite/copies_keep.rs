@@ -96,6 +96,12 @@ fn a_fork_and_a_sandbox_made_from_a_snapshot_never_reach_a_name_taken_from_their
     ));
     // The set-up reaches the listener while the name is allowed...
     assert!(reaches(s, "src", port).starts_with("reached"));
+    // The kernel completes a connection before the listener's thread
+    // accepts it: wait for the count rather than read it at once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let before = seen.load(Ordering::SeqCst);
     assert_eq!(before, 1);
     // ...and the owner takes it away live.
