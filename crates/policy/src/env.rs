@@ -69,6 +69,12 @@ pub fn resolve_env(
         if !valid_name(k) {
             return Err(Field::Env.invalid(Problem::BadEnvName(k.to_string())));
         }
+        // An environment is NUL-terminated strings: a value holding one
+        // cannot be given to any program (the start would fail after the
+        // sandbox is made), so it is refused here, at the variable.
+        if v.contains('\0') {
+            return Err(Field::Env.invalid(Problem::NulInEnvValue(k.to_string())));
+        }
         put(k, v);
     }
     Ok(out)
@@ -128,6 +134,21 @@ mod tests {
             assert!(
                 resolve_env(&req, &host(), "/tmp").is_err(),
                 "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn a_nul_byte_in_a_value_is_refused_at_the_variable() {
+        for bad in ["Y=a\0b", "Y=\0", "Y=ab\0"] {
+            let req = EnvRequest {
+                set: vec![bad.into()],
+                pass: vec![],
+            };
+            assert_eq!(
+                resolve_env(&req, &host(), "/tmp"),
+                Err(Field::Env.invalid(Problem::NulInEnvValue("Y".into()))),
+                "{bad:?}"
             );
         }
     }

@@ -64,6 +64,10 @@ pub enum Problem {
     BadEnvName(String),
     #[error("{0:?} must have the form NAME=VALUE")]
     BadEnvAssignment(String),
+    #[error(
+        "the value of variable {0:?} holds a NUL byte, which no program's environment can carry"
+    )]
+    NulInEnvValue(String),
     #[error(transparent)]
     Domain(#[from] DomainError),
     #[error("{0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
@@ -199,6 +203,7 @@ impl Problem {
             Problem::BadIsolation(_) => "bad_isolation",
             Problem::BadEnvName(_) => "bad_env_name",
             Problem::BadEnvAssignment(_) => "bad_env_assignment",
+            Problem::NulInEnvValue(_) => "nul_in_env_value",
             Problem::Domain(_) => "bad_domain",
             Problem::BadAddHost(_) => "bad_add_host",
             Problem::BadCidr(_) => "bad_cidr",
@@ -248,6 +253,7 @@ impl Problem {
             }
             Problem::BadEnvName(s)
             | Problem::BadEnvAssignment(s)
+            | Problem::NulInEnvValue(s)
             | Problem::BadAddHost(s)
             | Problem::BadCidr(s)
             | Problem::CidrCoversHost { cidr: s, .. }
