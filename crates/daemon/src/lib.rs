@@ -236,6 +236,10 @@ pub async fn bind(
         app.reconcile()
             .map_err(|e| ServeError::Reconcile(e.problem.message))?,
     );
+    // A declared volume the configuration no longer grants a token is
+    // recorded for that token's sandboxes, which run on: their stop
+    // holds back what they wrote there.
+    notes.extend(routes::copies::grants::record_withdrawn(&app));
     let socket = cfg.socket_path();
     // Bound and reached through the state directory's descriptor when
     // its path is longer than a socket's address holds.

@@ -11,6 +11,7 @@ mod own_dir;
 mod records;
 pub mod refusal;
 mod stopping;
+pub mod withdrawn;
 
 pub use copies::{
     create_from_snapshot, delete_snapshot, fork, fork_with_memory, no_copy_meanwhile, snapshot,

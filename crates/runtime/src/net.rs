@@ -41,6 +41,9 @@ pub struct Wiring {
     /// writable volumes' merges at the stop leave alone (the owner's files,
     /// as they are then: [`crate::owners_files::OwnersFence`]).
     owner: Option<(warden_policy::compose::Catalog, Option<std::path::PathBuf>)>,
+    /// The sandbox's directory, whose record of volumes no longer granted
+    /// is read at the stop ([`crate::lifecycle::withdrawn`]).
+    withdrawn: Option<std::path::PathBuf>,
 }
 
 impl Wiring {
@@ -60,6 +63,7 @@ impl Wiring {
             control: Arc::new(Mutex::new(None)),
             programs: None,
             owner: None,
+            withdrawn: None,
         }
     }
 
@@ -72,6 +76,13 @@ impl Wiring {
         state: Option<&std::path::Path>,
     ) {
         self.owner = Some((catalog, state.map(std::path::Path::to_path_buf)));
+    }
+
+    /// Hold back, besides, all of each volume the sandbox's directory
+    /// `dir` records as no longer granted when the stop comes
+    /// ([`crate::lifecycle::withdrawn`]).
+    pub fn withhold_withdrawn(&mut self, dir: &std::path::Path) {
+        self.withdrawn = Some(dir.to_path_buf());
     }
 
     /// With `--ask`, have `asker` answer when the jail has no terminal to
@@ -203,10 +214,11 @@ impl warden_jail::Attach for Wiring {
 
     fn fence(&self) -> Option<Box<dyn warden_jail::cache::Fence>> {
         let (catalog, state) = self.owner.as_ref()?;
-        Some(Box::new(crate::owners_files::OwnersFence::now(
-            catalog,
-            state.as_deref(),
-        )))
+        let fence = crate::owners_files::OwnersFence::now(catalog, state.as_deref());
+        Some(Box::new(match &self.withdrawn {
+            Some(dir) => fence.withholding(crate::lifecycle::withdrawn::read(dir)),
+            None => fence,
+        }))
     }
 
     fn stopping(&mut self) {

@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use warden_policy::compose::{compose, Catalog, Layer};
 use warden_policy::{Field, SecretSource, SecretSpec};
 
+use crate::lifecycle::withdrawn::{Withdrawn, NOT_GRANTED};
 use crate::lifecycle::OWN_WORKSPACES;
 use crate::pathwalk::walk;
 
@@ -243,6 +244,10 @@ pub struct OwnersFence {
     /// `None` for a run without a state (they are dropped, and still
     /// reported).
     keep: Option<PathBuf>,
+    /// Volume directories (real paths) the owner no longer grants the
+    /// sandbox: everything of theirs is held back; `None`: every entry
+    /// is (the record of them could not be read).
+    withdrawn: Option<Vec<PathBuf>>,
 }
 
 impl OwnersFence {
@@ -254,6 +259,7 @@ impl OwnersFence {
             return OwnersFence {
                 files: OwnersFiles::of(catalog, &[], &[]),
                 keep: None,
+                withdrawn: Some(Vec::new()),
             };
         };
         let files = crate::state::daemon_configs(state);
@@ -261,12 +267,36 @@ impl OwnersFence {
         OwnersFence {
             files: OwnersFiles::of(catalog, &[state_real.as_path()], &files),
             keep: Some(state_real.join(HELD_BACK)),
+            withdrawn: Some(Vec::new()),
         }
+    }
+
+    /// This fence holding back, besides, all of each volume `withdrawn`
+    /// names (read from the sandbox's record at the stop): the owner no
+    /// longer grants it.
+    pub fn withholding(mut self, withdrawn: Withdrawn) -> OwnersFence {
+        self.withdrawn = match withdrawn {
+            Withdrawn::These(hosts) => Some(
+                hosts
+                    .iter()
+                    .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
+                    .collect(),
+            ),
+            Withdrawn::All => None,
+        };
+        self
     }
 }
 
 impl warden_jail::cache::Fence for OwnersFence {
     fn fenced(&self, path: &Path, there: Option<(u64, u64)>) -> Option<&'static str> {
+        let withdrawn = match &self.withdrawn {
+            Some(hosts) => hosts.iter().any(|h| path.starts_with(h)),
+            None => true,
+        };
+        if withdrawn {
+            return Some(NOT_GRANTED);
+        }
         self.files
             .fences(path, there)
             .then_some(HOLDS_CONFIGURATION)

@@ -155,5 +155,6 @@ mod volume_attacks;
 mod volume_costs;
 mod volume_held_back;
 mod volume_mounts;
+mod volume_revoked;
 mod watch_budget;
 mod workspaces;

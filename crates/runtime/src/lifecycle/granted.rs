@@ -216,21 +216,21 @@ impl Grantor<'_> {
                 ));
             }
         }
-        for v in &fs.volumes {
-            let held = self.in_state(&v.host)
-                || now.filesystem.volumes.iter().any(|n| {
-                    n.host == v.host && n.inside == v.inside && (n.writable || !v.writable)
-                })
-                || self.host.volume_declared(owner, &v.host, v.writable);
-            if !held {
-                return Err(not_granted(
-                    Field::Volumes,
-                    format!(
-                        "volume {} is no longer granted by the owner's profile {src} was made from, nor declared for the token by the daemon's configuration: {outcome}",
-                        v.host.display()
-                    ),
-                ));
-            }
+        // Named by where the sandbox mounts it, never by the host
+        // directory: that is the owner's, and a token is shown nothing of
+        // the host (outside review 33, F3).
+        if let Some(v) = fs
+            .volumes
+            .iter()
+            .find(|v| !self.volume_held(&now, v, owner))
+        {
+            return Err(not_granted(
+                Field::Volumes,
+                format!(
+                    "the volume mounted at {} is no longer granted by the owner's profile {src} was made from, nor declared for the token by the daemon's configuration: {outcome}",
+                    v.inside.display()
+                ),
+            ));
         }
         for c in &fs.caches {
             if !now.filesystem.caches.contains(c) {
@@ -245,8 +245,7 @@ impl Grantor<'_> {
                 return Err(not_granted(
                     Field::Rootfs,
                     format!(
-                        "root tree {} is no longer granted by the owner's profile {src} was made from: {outcome}",
-                        r.display()
+                        "the root tree is no longer granted by the owner's profile {src} was made from: {outcome}"
                     ),
                 ));
             }
@@ -281,6 +280,53 @@ impl Grantor<'_> {
         network_still_granted(&copy.network, &now.network, again)?;
         let profiles: Vec<String> = profile.iter().map(|p| p.to_string()).collect();
         self.sizes_within_host_defaults(Asked::of(copy), &profiles)
+    }
+
+    /// Whether volume `v` of a token's kept spec is granted now: in
+    /// warden's own state (a token's own volume), given by the owner's
+    /// profile as `now` resolves it, or declared for `owner` by the
+    /// door's configuration.
+    fn volume_held(
+        &self,
+        now: &SandboxSpec,
+        v: &warden_policy::VolumeMount,
+        owner: Owner<'_>,
+    ) -> bool {
+        self.in_state(&v.host)
+            || now
+                .filesystem
+                .volumes
+                .iter()
+                .any(|n| n.host == v.host && n.inside == v.inside && (n.writable || !v.writable))
+            || self.host.volume_declared(owner, &v.host, v.writable)
+    }
+
+    /// The host directories of the writable volumes of `stored` (a
+    /// running token's sandbox, made for `owner` from the owner's
+    /// `profile`) that the owner no longer grants: what its stop must not
+    /// merge into them ([`super::withdrawn`]). Where the profile no longer
+    /// resolves for a token, every writable volume outside warden's state
+    /// is.
+    pub fn volumes_withdrawn(
+        &self,
+        stored: &Stored,
+        profile: Option<&str>,
+        id: &str,
+        owner: Owner<'_>,
+    ) -> Vec<std::path::PathBuf> {
+        let now = self.granted_now(profile, id, Again::Start, owner).ok();
+        stored
+            .spec
+            .filesystem
+            .volumes
+            .iter()
+            .filter(|v| v.writable)
+            .filter(|v| match &now {
+                Some(now) => !self.volume_held(now, v, owner),
+                None => !self.in_state(&v.host),
+            })
+            .map(|v| v.host.clone())
+            .collect()
     }
 
     /// Whether the grants file `stored` writes its "always" answers into

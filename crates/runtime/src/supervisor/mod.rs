@@ -338,6 +338,10 @@ fn supervise(
     // volume's directory at the stop, never into a file the owner's
     // configuration is read from by then.
     wiring.fence_volumes(owner.clone(), Some(state_root));
+    // Nor into a volume the owner has since taken back from the token
+    // the sandbox is for (the daemon records it when it reads its
+    // configuration).
+    wiring.withhold_withdrawn(&dir);
     // This start's own id (the cgroup's name, the prefix of its questions'
     // ids): sandboxes of one name in two state directories, or one started
     // again before its old cgroup was removed, never meet.

@@ -137,3 +137,59 @@ pub(crate) fn stored_of(sb: &warden_workspace::Sandbox) -> Result<Stored, ApiErr
         ))
     })
 }
+
+/// Record, in each token's sandbox's directory, the writable volumes the
+/// owner no longer grants that token as this daemon's configuration
+/// reads now (`warden_runtime::lifecycle::withdrawn`): the sandbox runs
+/// on (or stays paused), but its supervisor holds back, at the stop, what
+/// it wrote into them, keeping it under the state's `held-back/` for the
+/// owner, rather than merging it into the owner's directory. A volume
+/// granted again is recorded as granted. Called each time the daemon
+/// reads its configuration (at its start), before anything is served.
+/// What is found is said to the owner (host paths included: the owner's
+/// log), never to a token.
+pub(crate) fn record_withdrawn(app: &App) -> Vec<String> {
+    use warden_runtime::lifecycle::withdrawn;
+    let records = match app.records() {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![format!(
+                "the sandboxes' records cannot be read, so no volume taken back from a token is recorded as such: {}",
+                e.problem.message
+            )]
+        }
+    };
+    let mut notes = Vec::new();
+    for (row, sb) in records {
+        let Some(token) = row.token else {
+            continue;
+        };
+        let hosts = match stored_of(&sb) {
+            Ok(stored) => grantor(app, &DaemonGrants(app)).volumes_withdrawn(
+                &stored,
+                sb.meta().profile.as_deref(),
+                sb.name(),
+                Owner::Token(&token),
+            ),
+            Err(e) => {
+                notes.push(e.problem.message);
+                continue;
+            }
+        };
+        for h in &hosts {
+            notes.push(format!(
+                "sandbox {}: volume {} is no longer granted to its token; what the sandbox writes there is held back at its stop (under the state's held-back/), not merged",
+                sb.name(),
+                h.display()
+            ));
+        }
+        if let Err(e) = withdrawn::record(sb.dir(), &hosts) {
+            notes.push(format!(
+                "sandbox {}: the record of the volumes no longer granted to its token cannot be written, so its stop may merge into them: {}",
+                sb.name(),
+                crate::error::chain(&e)
+            ));
+        }
+    }
+    notes
+}
