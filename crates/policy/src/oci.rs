@@ -607,7 +607,7 @@ fn namespaces(ns: &[Namespace], notices: &mut Vec<String>) -> Result<Option<Stri
     if !ns.iter().any(|n| n.kind == "network") {
         return Err(OciError::Unsupported {
             field: "linux.namespaces".into(),
-            value: "no network namespace (the node's network: a pod's hostNetwork: true, or ctr run --net-host)".into(),
+            value: "no network namespace (the node's network: a pod's hostNetwork: true, or ctr run with the host's network)".into(),
             why: "warden never runs a container on the node's network, and containerd's port-forward of such a pod would reach the node's own loopback services, not the container; run the pod without hostNetwork".into(),
         });
     }
