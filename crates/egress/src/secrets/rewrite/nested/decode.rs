@@ -5,6 +5,7 @@
 //! the encoded data at another alignment than the run's own.
 
 use super::{hex_digit, MIN_RUN};
+use crate::secrets::sniff::sniff;
 
 /// One decoding of a run's characters.
 pub(super) struct Decoding {
@@ -102,5 +103,36 @@ const SEXTET: [u8; 256] = {
     t[b'-' as usize] = 62;
     t[b'/' as usize] = 63;
     t[b'_' as usize] = 63;
+    t
+};
+
+/// Whether `data` is what a value could still hide in one step further:
+/// text (most of its bytes printable ASCII), or compressed data of any
+/// kind a body's sniff knows.
+pub(super) fn promising(data: &[u8]) -> bool {
+    if data.len() < MIN_RUN / 2 {
+        return false;
+    }
+    if sniff(data).is_some() {
+        return true;
+    }
+    let text = data.iter().filter(|&&b| is_text(b)).count();
+    text * 10 >= data.len() * 9
+}
+
+/// Bytes of text: printable ASCII and blank space.
+fn is_text(b: u8) -> bool {
+    TEXT[b as usize]
+}
+
+/// [`is_text`] by byte.
+pub(super) const TEXT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_graphic() || matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+        b += 1;
+    }
     t
 };

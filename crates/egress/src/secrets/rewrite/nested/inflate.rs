@@ -7,7 +7,7 @@
 //! run holds that runs on past the window's end is withheld: it cannot
 //! be read whole.
 
-use super::read::promising;
+use super::decode::promising;
 use super::{Verdict, INFLATE_MOST, RAW_PROBE};
 use crate::secrets::sniff::{self, sniff, Sniffed};
 use crate::secrets::{coding::Coding, zero};

@@ -1,11 +1,10 @@
 //! What a run's decodings hold: each decoding read as any text is, as
 //! compressed data, and for runs of its own, within a budget of work.
 
-use super::decode::decodings;
+use super::decode::{decodings, promising, TEXT};
 use super::inflate::{streams, Place};
 use super::{budget, unit, Unit, Verdict, DEPTH, MIN_RUN, MIN_TEXT, RUN};
 use crate::secrets::rewrite::{Patterns, Rewriter};
-use crate::secrets::sniff::sniff;
 use crate::secrets::zero;
 use std::sync::Arc;
 
@@ -156,11 +155,6 @@ fn read_data(
     found
 }
 
-/// Bytes of text: printable ASCII and blank space.
-fn is_text(b: u8) -> bool {
-    TEXT[b as usize]
-}
-
 /// The parts of `data` a spelling of a value may stand in: all of it
 /// where it is mostly text, else each stretch of text long enough to
 /// hold the shortest spelling looked for.
@@ -183,18 +177,6 @@ fn texts(data: &[u8]) -> Vec<&[u8]> {
     }
     out
 }
-
-/// [`is_text`] by byte.
-const TEXT: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_graphic() || matches!(c, b' ' | b'\t' | b'\r' | b'\n');
-        b += 1;
-    }
-    t
-};
 
 /// Calls `f` with the characters of each run of `text` (whole), and
 /// whether the run reaches the end of `text`.
@@ -247,18 +229,4 @@ pub(super) fn runs_in(text: &[u8], f: &mut dyn FnMut(&[u8], bool)) {
             f(&chars, true);
         }
     }
-}
-
-/// Whether `data` is what a value could still hide in one step further:
-/// text (most of its bytes printable ASCII), or compressed data of any
-/// kind a body's sniff knows.
-pub(super) fn promising(data: &[u8]) -> bool {
-    if data.len() < MIN_RUN / 2 {
-        return false;
-    }
-    if sniff(data).is_some() {
-        return true;
-    }
-    let text = data.iter().filter(|&&b| is_text(b)).count();
-    text * 10 >= data.len() * 9
 }
