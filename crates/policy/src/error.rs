@@ -20,6 +20,8 @@ pub enum Problem {
     NoCommand,
     #[error("the command name is empty")]
     EmptyCommand,
+    #[error("an argument of the command holds a NUL byte, which no program's arguments can carry")]
+    NulInCommand,
     #[error("{0} must be an absolute path")]
     RelativePath(PathBuf),
     #[error("{path} is not allowed: {why}")]
@@ -181,6 +183,7 @@ impl Problem {
         match self {
             Problem::NoCommand => "no_command",
             Problem::EmptyCommand => "empty_command",
+            Problem::NulInCommand => "nul_in_command",
             Problem::RelativePath(_) => "relative_path",
             Problem::ForbiddenPath { .. } => "forbidden_path",
             Problem::MemoryTooSmall(_) => "memory_too_small",

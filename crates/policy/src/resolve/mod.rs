@@ -250,6 +250,12 @@ impl Layer {
         if first.is_empty() {
             return Err(Field::Command.invalid(Problem::EmptyCommand));
         }
+        // Arguments are NUL-terminated strings: one holding a NUL could
+        // not be started (after the sandbox is made), so it is refused
+        // here, as a variable's value is.
+        if command.iter().any(|a| a.contains('\0')) {
+            return Err(Field::Command.invalid(Problem::NulInCommand));
+        }
         Ok(command)
     }
 

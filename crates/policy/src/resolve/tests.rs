@@ -227,6 +227,17 @@ fn an_empty_command_is_refused() {
 }
 
 #[test]
+fn a_nul_byte_in_an_argument_is_refused_at_the_command() {
+    for argv in [&["sh\0x"][..], &["sh", "-c", "a\0b"][..]] {
+        assert_eq!(
+            req(argv).resolve(&defaults(), &[]),
+            Err(Field::Command.invalid(Problem::NulInCommand)),
+            "{argv:?}"
+        );
+    }
+}
+
+#[test]
 fn globs_of_files_the_host_runs_reach_the_spec_and_bad_ones_are_refused() {
     let mut r = req(&["true"]);
     r.texts(Field::RunsOnHost, &["Makefile", "**/*.mk"]);
