@@ -176,10 +176,13 @@ impl App {
 
     /// Why a token holder may not name `path` as a workspace, as a
     /// reason code: `forbidden` (not a directory under a root, named as
-    /// it is: one answer, which tells nothing of the host), or
+    /// it is), or
     /// [`HOLDS_CONFIGURATION`](warden_runtime::owners_files::HOLDS_CONFIGURATION)
-    /// (it holds a file the owner's configuration is read from). `None`:
-    /// it may.
+    /// (it holds a file the owner's configuration is read from, or lies
+    /// in the same directory of its root as one: [`App::top_below_root`]).
+    /// `None`: it may. The code is for the owner's log: a token is told
+    /// `forbidden` in the same words for each, so that where the owner's
+    /// configuration is under a root tells in nothing.
     ///
     /// The path is judged by its spelling before anything of the host is
     /// looked at: one that does not lie under a root as written (or that
@@ -198,11 +201,35 @@ impl App {
             return Some("forbidden");
         }
         match std::fs::canonicalize(path) {
-            Ok(real) if real == path => self
-                .holds_configuration(&real)
-                .then_some(warden_runtime::owners_files::HOLDS_CONFIGURATION),
+            Ok(real) if real == path => {
+                let files = self.owners_files();
+                let near = files.held_by(&real)
+                    || self
+                        .top_below_root(&real)
+                        .is_some_and(|top| files.held_by(&top));
+                near.then_some(warden_runtime::owners_files::HOLDS_CONFIGURATION)
+            }
             _ => Some("forbidden"),
         }
+    }
+
+    /// The directory of the innermost root `real` lies strictly below
+    /// that holds it: `ROOT/x` for `ROOT/x/y/z`. Where the owner's
+    /// configuration is anywhere in that directory, every workspace in it
+    /// is refused, not only the ones that hold a file of it: a token that
+    /// saw `ROOT/x/sec` refused while `ROOT/x/sec/deeper` or
+    /// `ROOT/x/side` made a sandbox would know that `ROOT/x/sec` exists
+    /// and holds the owner's file (outside review 34, F3). A directory of
+    /// the root without any is the token's as before. `None`: `real` is a
+    /// root.
+    fn top_below_root(&self, real: &std::path::Path) -> Option<std::path::PathBuf> {
+        let root = self
+            .workspace_roots
+            .iter()
+            .filter(|r| real.starts_with(r))
+            .max_by_key(|r| r.components().count())?;
+        let first = real.strip_prefix(root).ok()?.components().next()?;
+        Some(root.join(first))
     }
 
     /// Whether the directory `real` (canonical) holds, or lies inside, the

@@ -380,3 +380,82 @@ fn a_value_of_an_e2b_sandboxs_metadata_reads_back_as_it_was_set() {
     );
     assert!(st < 300, "{st}");
 }
+
+/// Before: under a root, a directory holding the file an owner's profile
+/// reads a secret from was refused with a reason and words of its own
+/// (`holds_configuration`), where a missing directory was `forbidden`;
+/// and a directory inside it, or beside the file's own below the same
+/// directory of the root, made a sandbox (201), which told that the
+/// refused one existed (outside review 34, F3). Now each is refused as a
+/// missing directory is, and a directory the owner's configuration is
+/// nowhere in is still the token's.
+#[test]
+fn a_tokens_workspace_guess_under_a_root_tells_not_where_the_owners_configuration_is() {
+    let Some(host) = crate::common::owner::OwnerHost::new("probe-owners") else {
+        return;
+    };
+    let root = &host.root;
+    let sec = host.project("sec", "tokfile", "tok-abc\n");
+    std::fs::create_dir_all(sec.join("deeper")).unwrap();
+    let deep = host.project("deep", "er/tokfile", "tok-def\n");
+    std::fs::create_dir_all(deep.join("side")).unwrap();
+    let other = host.project("other", "notes.txt", "x\n");
+    std::fs::write(
+        host.profile("ff"),
+        format!(
+            "secrets:\n  S:\n    from_file: {}\n    hosts: [example.com]\n  T:\n    from_file: {}\n    hosts: [example.com]\n",
+            s(&sec.join("tokfile")),
+            s(&deep.join("er/tokfile")),
+        ),
+    )
+    .unwrap();
+    let d = host.daemon_over_root();
+    let t = host.agent();
+    let pairs = [
+        (
+            "the directory holding the owner's secret file",
+            s(&sec),
+            s(&root.join("missing")),
+        ),
+        (
+            "a directory inside it",
+            s(&sec.join("deeper")),
+            s(&root.join("missing/deeper")),
+        ),
+        (
+            "a directory on the way to another secret file",
+            s(&deep),
+            s(&root.join("missing")),
+        ),
+        (
+            "the directory holding that file",
+            s(&deep.join("er")),
+            s(&root.join("missing/er")),
+        ),
+        (
+            "a directory beside it, under the same directory of the root",
+            s(&deep.join("side")),
+            s(&root.join("missing/side")),
+        ),
+    ];
+    let body = r#"{"workspace":"GUESS","start":false}"#;
+    let found = differing(&d, &t, "POST", "/v1/sandboxes", body, &pairs);
+    let (_, list) = json_as(&d, &t, "GET", "/v1/sandboxes", "");
+    assert!(
+        found.is_empty(),
+        "answers that tell the host apart:\n{}",
+        found.join("\n")
+    );
+    assert_eq!(list["sandboxes"], serde_json::json!([]), "{list}");
+    let (st, b) = json_as(
+        &d,
+        &t,
+        "POST",
+        "/v1/sandboxes",
+        &format!(
+            r#"{{"name":"ok","workspace":"{}","start":false}}"#,
+            s(&other)
+        ),
+    );
+    assert_eq!(st, 201, "{b}");
+}

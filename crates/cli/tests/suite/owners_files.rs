@@ -10,8 +10,9 @@
 //! before the fix the program ran on the host as root (a marker file
 //! appeared), and a settings file with `workspace_roots: [/]` gave the
 //! token every host directory after the owner's next restart. Now the
-//! workspace is refused at create (403, reason `holds_configuration`, at
-//! `/workspace`), and a change to such a file (the owner's configuration
+//! workspace is refused at create (403 `forbidden` at `/workspace`, in the
+//! words a missing directory gets; the daemon's log says
+//! `holds_configuration`), and a change to such a file (the owner's configuration
 //! may come to name it after the create) is flagged `owner-config` in the
 //! review and refuses the token's commit; nothing is written, no program
 //! runs.
@@ -22,7 +23,7 @@
 //! catalogue files through the same loader, and none of them gives a
 //! token a host workspace except through the checks exercised here (the
 //! E2B door's sandboxes have their own empty workspace; MCP over HTTP
-//! goes through the same `holds_configuration`).
+//! goes through the same check).
 
 use crate::common::daemon::*;
 use crate::common::mcp::CurlSession;
@@ -76,9 +77,13 @@ fn create_over(
     json_as(d, t, "POST", "/v1/sandboxes", &body)
 }
 
+/// Refused as a missing directory is: `forbidden` at `/workspace`, no
+/// reason, so that the token learns nothing of where the owner's files
+/// are (outside review 34, F3; the daemon's log has the reason).
 fn assert_holds_configuration(s: u16, b: &serde_json::Value, what: &str) {
     assert_eq!(s, 403, "{what}: {b}");
-    assert_eq!(b["reason"], "holds_configuration", "{what}: {b}");
+    assert_eq!(b["code"], "forbidden", "{what}: {b}");
+    assert!(b.get("reason").is_none(), "{what}: {b}");
     assert_eq!(b["field"], "/workspace", "{what}: {b}");
 }
 

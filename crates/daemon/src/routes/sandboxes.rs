@@ -73,7 +73,7 @@ pub(crate) fn trust_of(caller: &Caller) -> Trust {
 /// A token's workspace refused for where it is: in the same words
 /// whatever the path, which are never said back, so that the answer tells
 /// nothing of the host (see [`App::workspace_refused`]).
-pub(crate) const NOT_UNDER_A_ROOT: &str = "the workspace is not a directory the daemon lets token holders use: one under a directory given with `warden serve --workspace-root DIR`, named as it is (no symbolic link, `.` or `..` on the way)";
+pub(crate) const NOT_UNDER_A_ROOT: &str = "the workspace is not a directory the daemon lets token holders use: one under a directory given with `warden serve --workspace-root DIR`, named as it is (no symbolic link, `.` or `..` on the way), in a directory of the root that holds none of the daemon owner's configuration";
 
 fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     let mut input = Input::default();
@@ -221,16 +221,19 @@ pub async fn create(
                 .filter(|_| !matches!(caller, Caller::Owner))
             {
                 None => {}
-                Some(code @ warden_runtime::owners_files::HOLDS_CONFIGURATION) => {
-                    return Err(ApiError::new(
-                        StatusCode::FORBIDDEN,
-                        "forbidden",
-                        "the workspace holds a file the daemon owner's configuration is read from (a profile, a file a profile extends or names, the daemon's settings): a token's sandbox never writes the owner's word; name a directory without one",
-                    )
-                    .with_reason(Some(code))
-                    .with_field(Some("/workspace")));
-                }
-                Some(_) => {
+                Some(code) => {
+                    // The token is told `forbidden` in one set of words
+                    // whatever the reason, so that which directory under
+                    // a root holds the owner's configuration tells in
+                    // nothing (outside review 34, F3); the owner's log
+                    // has the reason.
+                    if code == warden_runtime::owners_files::HOLDS_CONFIGURATION {
+                        tracing::warn!(
+                            workspace = %p.display(),
+                            reason = code,
+                            "a token holder's workspace was refused: it holds, or lies beside, a file the owner's configuration is read from"
+                        );
+                    }
                     return Err(ApiError::new(
                         StatusCode::FORBIDDEN,
                         "forbidden",
