@@ -210,7 +210,7 @@ pub(crate) fn row_paths() -> impl Iterator<Item = &'static str> {
     SENSITIVE
         .iter()
         .map(|(pattern, ..)| *pattern)
-        .chain(crate::hostexec::TOOLS.iter().map(|(pattern, _)| *pattern))
+        .chain(crate::hostexec::patterns())
         .filter(|pattern| !pattern.contains('*'))
         .map(|pattern| pattern.trim_end_matches('/'))
 }

@@ -33,6 +33,20 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".cursor/", "Cursor starts the MCP servers and runs the hooks configured here"),
     (".gemini/", "Gemini CLI starts the MCP servers and tool commands its settings here name"),
     (".codex/", "Codex starts the MCP servers its configuration here names"),
+    (".roo/", "Roo Code starts the MCP servers its mcp.json here names and follows the rules here"),
+    (".kiro/", "Kiro runs the hooks and starts the MCP servers configured here"),
+    (".amazonq/", "Amazon Q starts the MCP servers its mcp.json here names"),
+    (".qwen/", "Qwen Code starts the MCP servers and tool commands its settings here name"),
+    (".continue/", "Continue starts the MCP servers named here and runs its config.ts"),
+    (".opencode/", "opencode starts the MCP servers (local commands) and plugins configured here"),
+    ("opencode.json", "opencode starts the MCP servers (local commands) this names when it starts in the project"),
+    ("opencode.jsonc", "opencode starts the MCP servers (local commands) this names when it starts in the project"),
+    (".windsurf/", "Windsurf runs the workflows and follows the rules kept here"),
+    (".cline/", "Cline runs the workflows and follows the rules kept here"),
+    ("mcp.json", "MCP clients (Cursor, Kiro, Roo, Amazon Q, VS Code) start the servers this names (a command line)"),
+    ("mcp_config.json", "MCP clients start the servers this names (a command line)"),
+    (".aider.conf.yml", "aider runs its lint-cmd and test-cmd (auto-lint, auto-test) after every edit when started in the directory"),
+    (".vs/", "Visual Studio runs the tasks (tasks.vs.json) and launch settings kept here"),
     (".zed/", "Zed runs tasks and language servers configured here"),
     (".helix/", "Helix starts the language servers its languages.toml here names"),
     (".vscode/", "editors run tasks (runOn: folderOpen) and apply settings from here"),
@@ -89,35 +103,20 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     // lists the tests, and at the tool's every run. (Their data forms,
     // `.eslintrc.json` or `.pylintrc`, are flagged when what they name
     // for the tool to load changed: `crate::loads`.)
-    ("eslint.config.*", "ESLint runs this JavaScript whenever it lints: an editor's ESLint extension as soon as a file of the project is opened"),
-    (".eslintrc.*js", "ESLint runs this JavaScript whenever it lints: an editor's ESLint extension as soon as a file of the project is opened"),
-    ("prettier.config.*", "Prettier runs this JavaScript whenever it formats: an editor's Prettier extension at the next format on save"),
-    (".prettierrc.*js", "Prettier runs this JavaScript whenever it formats: an editor's Prettier extension at the next format on save"),
-    (".prettierrc.*ts", "Prettier runs this TypeScript whenever it formats: an editor's Prettier extension at the next format on save"),
-    ("stylelint.config.*", "stylelint runs this JavaScript whenever it lints: an editor's stylelint extension as soon as a stylesheet is opened"),
-    (".stylelintrc.*js", "stylelint runs this JavaScript whenever it lints: an editor's stylelint extension as soon as a stylesheet is opened"),
-    ("babel.config.*", "Babel runs this whenever it compiles: a linter's Babel parser in the editor, a test runner, a bundler"),
-    (".babelrc.*js", "Babel runs this whenever it compiles: a linter's Babel parser in the editor, a test runner, a bundler"),
-    ("jest.config.*", "Jest runs this at every run, and an editor's Jest extension when the folder is opened"),
-    ("vitest.config.*", "Vitest runs this at every run, and its editor extension when the folder is opened"),
+    // (The JavaScript tools' spellings are generated from [`CODE`].)
     ("vitest.workspace.*", "Vitest runs this at every run, and its editor extension when the folder is opened"),
-    ("vite.config.*", "Vite runs this at every dev server and build, and Vitest (with its editor extension) reads it"),
-    ("tailwind.config.*", "the Tailwind CSS editor extension runs this when the folder is opened, and every build runs it"),
-    ("postcss.config.*", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
-    (".postcssrc.*js", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
-    (".postcssrc.*ts", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
-    ("svelte.config.*", "the Svelte language server runs this when the folder is opened, and every build runs it"),
-    ("astro.config.*", "Astro's language server and every build run this"),
-    ("playwright.config.*", "Playwright runs this at every run, and its editor extension when the folder is opened, to list the tests"),
-    ("cypress.config.*", "Cypress runs this at every run"),
-    ("webpack.config.*", "webpack runs this at every build and dev server"),
-    ("rollup.config.*", "rollup runs this at every build"),
-    ("next.config.*", "Next.js runs this at every dev server and build"),
-    ("nuxt.config.*", "Nuxt runs this at every dev server and build"),
-    ("tsup.config.*", "tsup runs this at every build"),
-    (".mocharc.*js", "Mocha runs this at every run, an editor's test explorer included"),
-    ("commitlint.config.*", "commitlint runs this at the next commit, from a git hook"),
     (".markdownlint*.*js", "markdownlint's editor extension runs this when a Markdown file is opened"),
+    ("karma.conf.*", "Karma runs this at every run"),
+    ("wdio.conf.*", "WebdriverIO runs this at every run"),
+    ("nightwatch.conf.*", "Nightwatch runs this at every run"),
+    ("protractor.conf.*", "Protractor runs this at every run"),
+    ("gatsby-config.*", "Gatsby runs this at every dev server and build"),
+    ("gatsby-node.*", "Gatsby runs this at every dev server and build"),
+    (".eleventy.js", "Eleventy runs this at every build and dev server"),
+    (".storybook/main.*", "Storybook runs this at every start and build, and its editor extension when the folder is opened"),
+    (".vitepress/config.*", "VitePress runs this at every dev server and build"),
+    ("jupyter_*_config.py", "Jupyter runs this Python at every start in the directory (its config path begins with the current directory)"),
+    ("ipython_config.py", "IPython runs this Python at every start in the directory"),
     ("conftest.py", "pytest imports it at every run below its directory, editors' test discovery (when the folder is opened) included"),
     ("sitecustomize.py", "Python imports it at every start of an interpreter that has its directory on the path"),
     ("usercustomize.py", "Python imports it at every start of an interpreter that has its directory on the path"),
@@ -129,6 +128,20 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     ("rust-analyzer.toml", "rust-analyzer runs the commands named here (build script and check overrides, a proc-macro server) when the folder is opened"),
     (".dir-locals.el", "Emacs applies it to every file opened below it, and runs its eval forms once they are marked safe"),
     (".dir-locals-2.el", "Emacs applies it to every file opened below it, and runs its eval forms once they are marked safe"),
+    // Packages the owner's editor loads from the workspace rather than
+    // its own copy: running them is what opening or formatting a file does.
+    ("node_modules/prettier/", "the editor's Prettier extension loads the workspace's own Prettier at the next format on save"),
+    ("node_modules/eslint/", "the editor's ESLint extension loads the workspace's own ESLint as soon as a file of the project is opened"),
+    ("node_modules/typescript/", "editors run the workspace's own TypeScript server (tsserver) when it is selected or trusted for the folder"),
+    ("node_modules/stylelint/", "the editor's stylelint extension loads the workspace's own stylelint as soon as a stylesheet is opened"),
+    ("node_modules/@biomejs/", "the editor's Biome extension runs the workspace's own Biome binary as soon as a file is opened"),
+    ("node_modules/.bin/", "editor extensions and npm scripts run the programs linked here"),
+    // Interpreters of a project's virtual environment: editors' Python
+    // extensions run it when the folder is opened.
+    (".venv/bin/", "the editor's Python extension runs the workspace's interpreter (and its activation scripts) when the folder is opened"),
+    ("venv/bin/", "the editor's Python extension runs the workspace's interpreter (and its activation scripts) when the folder is opened"),
+    (".venv/scripts/", "the editor's Python extension runs the workspace's interpreter when the folder is opened"),
+    (".venv/pyvenv.cfg", "Python takes its home (which interpreter and standard library run) from it"),
     // Rust.
     (".cargo/config.toml", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
     (".cargo/config", "cargo runs the rustc-wrapper, linker and runner named here, and sets the environment (LD_PRELOAD) of every build"),
@@ -154,31 +167,153 @@ pub(crate) const TOOLS: &[(&str, &str)] = &[
     (".jj/repo/config.toml", "Jujutsu runs the editor, pager, diff and merge tools named here"),
 ];
 
-/// The reasons of every row of [`TOOLS`] that `path` matches.
+/// Tools whose configuration is a program, run by the tool as the owner
+/// when an editor opens the folder, lints or formats a file or lists the
+/// tests, and at its every run. Each stem's every spelling is a row (see
+/// [`spellings`]): `<stem>.config.*`, and `.<stem>rc` and
+/// `.config/<stem>rc` in each code extension. Their data forms
+/// (`.eslintrc.json`, `.nycrc`) are flagged when what they name for the
+/// tool to load changed: `crate::loads`.
+pub(crate) const CODE: &[(&str, &str)] = &[
+    ("eslint", "ESLint runs this JavaScript whenever it lints: an editor's ESLint extension as soon as a file of the project is opened"),
+    ("prettier", "Prettier runs this JavaScript whenever it formats: an editor's Prettier extension at the next format on save"),
+    ("stylelint", "stylelint runs this JavaScript whenever it lints: an editor's stylelint extension as soon as a stylesheet is opened"),
+    ("babel", "Babel runs this whenever it compiles: a linter's Babel parser in the editor, a test runner, a bundler"),
+    ("postcss", "PostCSS runs this at every build, and editor extensions that read it when the folder is opened"),
+    ("tailwind", "the Tailwind CSS editor extension runs this when the folder is opened, and every build runs it"),
+    ("svelte", "the Svelte language server runs this when the folder is opened, and every build runs it"),
+    ("astro", "Astro's language server and every build run this"),
+    ("vue", "Vue CLI and the Vue language tools run this at every dev server and build"),
+    ("uno", "UnoCSS's editor extension runs this when the folder is opened, and every build runs it"),
+    ("jest", "Jest runs this at every run, and an editor's Jest extension when the folder is opened"),
+    ("vitest", "Vitest runs this at every run, and its editor extension when the folder is opened"),
+    ("playwright", "Playwright runs this at every run, and its editor extension when the folder is opened, to list the tests"),
+    ("cypress", "Cypress runs this at every run"),
+    ("mocha", "Mocha runs this at every run, an editor's test explorer included"),
+    ("ava", "AVA runs this at every run, an editor's test explorer included"),
+    ("nyc", "nyc runs this at every measured test run"),
+    ("c8", "c8 runs this at every measured test run"),
+    ("vite", "Vite runs this at every dev server and build, and Vitest (with its editor extension) reads it"),
+    ("webpack", "webpack runs this at every build and dev server"),
+    ("rollup", "rollup runs this at every build"),
+    ("rspack", "Rspack runs this at every build and dev server"),
+    ("rsbuild", "Rsbuild runs this at every build and dev server"),
+    ("tsup", "tsup runs this at every build"),
+    ("tsdown", "tsdown runs this at every build"),
+    ("next", "Next.js runs this at every dev server and build"),
+    ("nuxt", "Nuxt runs this at every dev server and build"),
+    ("metro", "Metro (React Native) runs this at every bundler start"),
+    ("quasar", "Quasar runs this at every dev server and build"),
+    ("docusaurus", "Docusaurus runs this at every dev server and build"),
+    ("eleventy", "Eleventy runs this at every build and dev server"),
+    ("remix", "Remix runs this at every dev server and build"),
+    ("knip", "knip runs this at every run"),
+    ("commitlint", "commitlint runs this at the next commit, from a git hook"),
+    ("release", "semantic-release runs this at every release"),
+    ("ncu", "npm-check-updates runs this at every run"),
+    ("ecosystem", "pm2 runs this at every start of the project's processes"),
+    ("size-limit", "size-limit runs this at every run"),
+    ("syncpack", "syncpack runs this at every run"),
+    ("lerna", "Lerna runs this at every run"),
+    ("drizzle", "drizzle-kit runs this at every run"),
+    ("codegen", "GraphQL Code Generator runs this at every run"),
+    ("capacitor", "Capacitor runs this at every sync and build"),
+    ("electron-builder", "electron-builder runs this at every build"),
+    ("remark", "remark's editor extension runs this when a Markdown file is opened"),
+    ("textlint", "textlint's editor extension runs this when a file is opened"),
+];
+
+/// The extensions a JavaScript tool loads its configuration from as code.
+const CODE_EXTENSIONS: &[&str] = &["js", "cjs", "mjs", "ts", "cts", "mts"];
+
+/// Every spelling of a [`CODE`] stem that its tool runs.
+fn spellings(stem: &str) -> Vec<String> {
+    let mut out = vec![format!("{stem}.config.*")];
+    for ext in CODE_EXTENSIONS {
+        out.push(format!(".{stem}rc.{ext}"));
+        out.push(format!(".config/{stem}rc.{ext}"));
+    }
+    out
+}
+
+/// A row of [`TOOLS`] or a spelling of [`CODE`], ready to match: in lower
+/// case, as names are compared in any case (the owner's file system may
+/// fold case: ext4 casefold, vfat, a macOS share, where `ESLINT.CONFIG.JS`
+/// is the tool's file).
+struct Row {
+    /// As written in the table.
+    pattern: String,
+    lower: String,
+    reason: &'static str,
+    glob: Option<glob::Pattern>,
+    /// Components of a glob row.
+    depth: usize,
+}
+
+/// Every row, compiled once: a review judges every changed path and
+/// follows every link of the tree.
+fn rows() -> &'static [Row] {
+    static ROWS: std::sync::OnceLock<Vec<Row>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| {
+        let tools = TOOLS.iter().map(|(p, r)| (p.to_string(), *r));
+        let code = CODE
+            .iter()
+            .flat_map(|(stem, r)| spellings(stem).into_iter().map(move |p| (p, *r)));
+        tools.chain(code).map(|(p, r)| row(p, r)).collect()
+    })
+}
+
+fn row(pattern: String, reason: &'static str) -> Row {
+    let lower = pattern.to_lowercase();
+    let glob = if lower.contains('*') && !lower.ends_with('/') {
+        glob::Pattern::new(&lower).ok()
+    } else {
+        None
+    };
+    let depth = lower.split('/').count();
+    Row {
+        pattern,
+        lower,
+        reason,
+        glob,
+        depth,
+    }
+}
+
+/// Every row's pattern as written, the generated spellings included.
+pub(crate) fn patterns() -> impl Iterator<Item = &'static str> {
+    rows().iter().map(|r| r.pattern.as_str())
+}
+
+/// The reasons of every row that `path` matches.
 pub(crate) fn reasons(path: &Path) -> impl Iterator<Item = &'static str> {
     // Each directory's view of the path, made once for every row.
     let tails = tails(path);
-    TOOLS
+    rows()
         .iter()
-        .filter(move |(pattern, _)| tails.iter().any(|t| hit(t, pattern)))
-        .map(|(_, reason)| *reason)
+        .filter(move |row| tails.iter().any(|t| hit(t, row)))
+        .map(|row| row.reason)
 }
 
-/// `path` as seen from each of its directories (`a/b/c`, `b/c`, `c`).
-fn tails(path: &Path) -> Vec<PathBuf> {
-    let comps: Vec<Component> = path
+/// `path` as seen from each of its directories (`a/b/c`, `b/c`, `c`), in
+/// lower case.
+fn tails(path: &Path) -> Vec<String> {
+    let comps: Vec<String> = path
         .components()
-        .filter(|c| matches!(c, Component::Normal(_)))
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_string_lossy().to_lowercase()),
+            _ => None,
+        })
         .collect();
-    (0..comps.len())
-        .map(|i| comps[i..].iter().collect())
-        .collect()
+    (0..comps.len()).map(|i| comps[i..].join("/")).collect()
 }
 
 /// Whether `path` (relative to the workspace) is covered by `pattern` in
 /// any of its directories.
+#[cfg(test)]
 pub(crate) fn matches(path: &Path, pattern: &str) -> bool {
-    tails(path).iter().any(|t| hit(t, pattern))
+    let row = row(pattern.to_string(), "");
+    tails(path).iter().any(|t| hit(t, &row))
 }
 
 /// Whether a symbolic link at `link` redirects what `pattern` covers: it
@@ -187,15 +322,12 @@ pub(crate) fn matches(path: &Path, pattern: &str) -> bool {
 /// link's directories. (A link at a path the pattern covers is
 /// [`matches`].)
 pub(crate) fn above(link: &Path, pattern: &str) -> bool {
-    let comps: Vec<Component> = link
-        .components()
-        .filter(|c| matches!(c, Component::Normal(_)))
-        .collect();
-    let row = Path::new(pattern.trim_end_matches('/'));
+    let lower = pattern.trim_end_matches('/').to_lowercase();
+    let row = Path::new(&lower);
     let depth = row.components().count();
-    (0..comps.len()).any(|i| {
-        let p: PathBuf = comps[i..].iter().collect();
-        p.components().count() < depth && row.starts_with(&p)
+    tails(link).iter().any(|p| {
+        let p = Path::new(p);
+        p.components().count() < depth && row.starts_with(p)
     })
 }
 
@@ -236,52 +368,35 @@ pub(crate) fn link_reasons<'a>(
     target: Option<&'a Path>,
 ) -> impl Iterator<Item = &'static str> + 'a {
     let into = target.and_then(|t| resolved(link, t));
-    TOOLS
+    let into = into.map(|t| tails(&t)).unwrap_or_default();
+    rows()
         .iter()
-        .filter(move |(pattern, _)| {
-            above(link, pattern) || into.as_deref().is_some_and(|t| matches(t, pattern))
-        })
-        .map(|(_, reason)| *reason)
+        .filter(move |row| above(link, &row.pattern) || into.iter().any(|t| hit(t, row)))
+        .map(|row| row.reason)
 }
 
-fn hit(p: &Path, pattern: &str) -> bool {
-    if let Some(dir) = pattern.strip_suffix('/') {
+/// Whether the row covers `tail` (a lower-case path seen from one of its
+/// directories).
+fn hit(tail: &str, row: &Row) -> bool {
+    if let Some(dir) = row.lower.strip_suffix('/') {
         // The directory itself too: made, replaced by a file, or made a
         // link to a directory of unremarkable name, it is what the tool
         // reads.
-        return p.starts_with(dir);
+        return tail == dir || tail.starts_with(&row.lower);
     }
-    if !pattern.contains('*') {
-        return p == Path::new(pattern);
-    }
+    let Some(glob) = &row.glob else {
+        return tail == row.lower;
+    };
     // A glob over the path's last components, as many as it has.
-    let depth = Path::new(pattern).components().count();
-    if p.components().count() != depth {
+    if tail.split('/').count() != row.depth {
         return false;
     }
     let opts = glob::MatchOptions {
-        case_sensitive: true,
+        case_sensitive: false,
         require_literal_separator: true,
         require_literal_leading_dot: false,
     };
-    match globs().iter().find(|(row, _)| *row == pattern) {
-        Some((_, g)) => g.matches_path_with(p, opts),
-        None => glob::Pattern::new(pattern).is_ok_and(|g| g.matches_path_with(p, opts)),
-    }
-}
-
-/// The glob rows of [`TOOLS`], compiled once: a review follows every link
-/// of the tree and judges where each ends.
-fn globs() -> &'static [(&'static str, glob::Pattern)] {
-    static GLOBS: std::sync::OnceLock<Vec<(&'static str, glob::Pattern)>> =
-        std::sync::OnceLock::new();
-    GLOBS.get_or_init(|| {
-        TOOLS
-            .iter()
-            .filter(|(row, _)| row.contains('*'))
-            .filter_map(|(row, _)| glob::Pattern::new(row).ok().map(|g| (*row, g)))
-            .collect()
-    })
+    glob.matches_with(tail, opts)
 }
 
 #[cfg(test)]
@@ -300,7 +415,8 @@ mod tests {
     #[test]
     fn every_row_of_the_table_is_flagged_host_exec_at_the_top_and_nested() {
         let rules = crate::flags::Rules::new(None);
-        for (pattern, reason) in TOOLS {
+        for row in rows() {
+            let (pattern, reason) = (&row.pattern, &row.reason);
             for p in [example("", pattern), example("sub/dir", pattern)] {
                 assert!(matches(&p, pattern), "{pattern}: {}", p.display());
                 let c = crate::change::Change {
@@ -333,6 +449,47 @@ mod tests {
             mode: 0o644,
             size: 1,
             target: None,
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_a_code_configuration_and_any_case_is_flagged() {
+        let flagged = |p: &str| reasons(Path::new(p)).next().is_some();
+        for stem in CODE.iter().map(|(stem, _)| stem) {
+            for ext in CODE_EXTENSIONS {
+                for p in [
+                    format!("{stem}.config.{ext}"),
+                    format!("a/.{stem}rc.{ext}"),
+                    format!(".config/{stem}rc.{ext}"),
+                    format!("{stem}.config.{ext}").to_uppercase(),
+                ] {
+                    assert!(flagged(&p), "{p} is not flagged");
+                }
+            }
+            assert!(
+                !flagged(&format!(".{stem}rc")),
+                "{stem}'s data form by name"
+            );
+            assert!(!flagged(&format!("src/{stem}.js")), "{stem}'s module");
+        }
+        for p in [
+            "ESLINT.CONFIG.JS",
+            "Conftest.py",
+            ".VSCode/tasks.json",
+            "x/.Claude/settings.json",
+            "Node_Modules/Prettier/index.js",
+            ".venv/bin/python",
+            "jupyter_server_config.py",
+            ".kiro/hooks/x",
+        ] {
+            assert!(flagged(p), "{p} is not flagged");
+        }
+        for p in [
+            "node_modules/left-pad/index.js",
+            "venv/lib/x.py",
+            "jupyter.py",
+        ] {
+            assert!(!flagged(p), "{p} is flagged");
         }
     }
 

@@ -107,6 +107,11 @@ pub(crate) const KEYED: &[Keyed] = &[
         reason: "Mocha loads the modules named here at every run, an editor's test explorer included; what they name changed",
     },
     Keyed {
+        names: &[".nycrc", ".nycrc.json", ".nycrc.yaml", ".nycrc.yml"],
+        keys: &["require"],
+        reason: "nyc loads the modules its require names (JavaScript) at every measured test run; what they name changed",
+    },
+    Keyed {
         names: &[".postcssrc", ".postcssrc.json", ".postcssrc.yaml", ".postcssrc.yml"],
         keys: &["plugins", "parser", "syntax", "stringifier"],
         reason: "PostCSS loads the plugins and syntaxes named here (JavaScript) at every build and in editor extensions; what they name changed",
@@ -118,10 +123,11 @@ pub(crate) const KEYED: &[Keyed] = &[
     },
 ];
 
-/// The row whose names hold `path`'s file name.
+/// The row whose names hold `path`'s file name, in any case (the owner's
+/// file system may fold case: `Setup.cfg` is the tools' `setup.cfg`).
 pub(crate) fn row(path: &Path) -> Option<&'static Keyed> {
-    let name = path.file_name()?.to_str()?;
-    KEYED.iter().find(|k| k.names.contains(&name))
+    let name = path.file_name()?.to_string_lossy().to_lowercase();
+    KEYED.iter().find(|k| k.names.contains(&name.as_str()))
 }
 
 /// What a file names for its tool to load: its parts, or the whole text
@@ -426,6 +432,14 @@ mod tests {
             named("addopts = --ignore=*.tmp -k 'a and b'\n", &["addopts"]),
             Named::Parts(_)
         ));
+    }
+
+    #[test]
+    fn a_settings_file_is_its_row_in_any_case() {
+        for name in ["Setup.cfg", "PYPROJECT.TOML", "x/.PyLintRC", ".NYCRC"] {
+            assert!(row(Path::new(name)).is_some(), "{name}");
+        }
+        assert!(row(Path::new("setup.cfg.bak")).is_none());
     }
 
     #[test]
