@@ -18,6 +18,7 @@ mod nested;
 pub(super) use body::RewriteBody;
 pub(super) use forms::{outgoing, scrub_patterns};
 
+use super::coding::Budget;
 use super::scan::{Cores, Scan};
 use super::{b64, spelled, zero};
 use std::collections::VecDeque;
@@ -291,6 +292,20 @@ impl Rewriter {
         let mut r = Rewriter::flat_stream(patterns);
         if r.patterns.withhold_deep {
             r.nested = Some(nested::Runs::new());
+        }
+        r
+    }
+
+    /// A rewriter whose reading inside runs is counted in `body`'s bound
+    /// (`wire`: what it is given is the body's coded bytes).
+    pub(in crate::secrets) fn within(
+        patterns: Arc<Patterns>,
+        body: Arc<Budget>,
+        wire: bool,
+    ) -> Rewriter {
+        let mut r = Rewriter::flat_stream(patterns);
+        if r.patterns.withhold_deep {
+            r.nested = Some(nested::Runs::within(body, wire));
         }
         r
     }

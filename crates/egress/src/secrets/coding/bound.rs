@@ -10,7 +10,11 @@
 //! middle coding that unpacks to gigabytes of empty blocks costs as much
 //! as one that unpacks to data), so the work of a body's decoding is at
 //! most [`LAYER`] bytes for each of its coded bytes, however many codings
-//! it stacks. Past the bound the decoding stops with an error, once said
+//! it stacks. The scrub's reading inside runs of base64 and hexadecimal is
+//! counted in the same bound, and held to a share of it ([`RATIO`] times
+//! the coded bytes past [`FLOOR`]), so runs in a text its gzip gave cost
+//! per byte the server sent, not per byte of the text. Past the bound
+//! the decoding stops with an error, once said
 //! to whoever set the bound. It never decides what happens to the body:
 //! the caller cuts or refuses it.
 
@@ -34,10 +38,12 @@ pub(in crate::secrets) const FLOOR: u64 = 16 << 20;
 /// stop.
 pub(in crate::secrets) const LAYER: u64 = 1032;
 
-/// How many bytes of decoding each byte of a stream may cost past
-/// [`FLOOR`] in what is read inside it (runs of base64 or hexadecimal,
-/// decoded and inflated: a layer stacked on whatever the body's own
-/// codings gave), all its runs together.
+/// How many bytes of decoding each coded byte of a body (what the server
+/// sent, not what its codings gave) may cost past [`FLOOR`] in what is
+/// read inside it (runs of base64 or hexadecimal, decoded and inflated),
+/// all its runs together: a share of the body's one bound, which the
+/// runs' work is counted in too, so a gzip'd body of runs costs at most
+/// this much per byte sent, not this much per byte its gzip gives.
 pub(in crate::secrets) const RATIO: u64 = 64;
 
 /// The most a body of `coded` bytes may decode to, every stage counted.
@@ -54,7 +60,13 @@ pub(in crate::secrets) type OnOver = Box<dyn FnOnce(u64, u64) + Send + Sync>;
 /// told by its first bytes is undone by a stage of its own).
 pub(in crate::secrets) struct Budget {
     coded: AtomicU64,
+    /// The most coded bytes a reader of them as they came has seen (the
+    /// scrub of a body no stage decodes): the same bytes a stage may
+    /// count, so the larger of the two counts.
+    seen: AtomicU64,
     decoded: AtomicU64,
+    /// What reading inside runs cost (counted in `decoded` too).
+    runs: AtomicU64,
     over: AtomicBool,
     on_over: Mutex<Option<OnOver>>,
 }
@@ -71,7 +83,9 @@ impl Budget {
     pub(in crate::secrets) fn new(on_over: Option<OnOver>) -> Budget {
         Budget {
             coded: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
             decoded: AtomicU64::new(0),
+            runs: AtomicU64::new(0),
             over: AtomicBool::new(false),
             on_over: Mutex::new(on_over),
         }
@@ -82,11 +96,47 @@ impl Budget {
         self.coded.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// A reader of the coded bytes as they came has seen `n` of them in
+    /// all (they may be counted by a stage too: the larger count holds).
+    pub(in crate::secrets) fn seen(&self, n: usize) {
+        self.seen.fetch_max(n as u64, Ordering::Relaxed);
+    }
+
+    /// The body's coded bytes read so far.
+    fn coded_bytes(&self) -> u64 {
+        self.coded
+            .load(Ordering::Relaxed)
+            .max(self.seen.load(Ordering::Relaxed))
+    }
+
+    /// The most work reading inside runs may do now: what is left of
+    /// the runs' share ([`RATIO`] times the coded bytes past [`FLOOR`])
+    /// and of the body's whole bound, whichever is less; none once the
+    /// body went past its bound.
+    pub(in crate::secrets) fn runs_left(&self) -> usize {
+        if self.over.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let coded = self.coded_bytes();
+        let share = FLOOR
+            .saturating_add(coded.saturating_mul(RATIO))
+            .saturating_sub(self.runs.load(Ordering::Relaxed));
+        let whole = allowed(coded).saturating_sub(self.decoded.load(Ordering::Relaxed));
+        usize::try_from(share.min(whole)).unwrap_or(usize::MAX)
+    }
+
+    /// `n` bytes of work done reading inside runs, counted in the runs'
+    /// share and in the body's whole bound.
+    pub(in crate::secrets) fn runs_spent(&self, n: usize) -> Result<(), Over> {
+        self.runs.fetch_add(n as u64, Ordering::Relaxed);
+        self.decoded(n)
+    }
+
     /// `n` more bytes decoded by some stage: `Err` once past the bound
     /// (and every time after).
     pub(in crate::secrets) fn decoded(&self, n: usize) -> Result<(), Over> {
         let decoded = self.decoded.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        let coded = self.coded.load(Ordering::Relaxed);
+        let coded = self.coded_bytes();
         if decoded <= allowed(coded) && !self.over.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -104,6 +154,12 @@ impl Budget {
             coded,
             allowed: allowed(coded),
         })
+    }
+
+    /// What reading inside runs cost so far.
+    #[cfg(test)]
+    pub(in crate::secrets) fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
     }
 
     /// Whether the body went past its bound.

@@ -4,6 +4,7 @@
 //! error. It never decides what a replacement or a block means: it tells
 //! its caller once which secrets were replaced, and what stopped it.
 
+use super::super::coding::Budget;
 use super::super::{BoxError, OutBody};
 use super::{rewrite_headers, Action, Blocked, Patterns, Rewriter};
 use bytes::Bytes;
@@ -62,6 +63,15 @@ impl RewriteBody {
             on_replace,
             on_block,
         }
+    }
+}
+
+impl RewriteBody {
+    /// This body's reading inside runs counted in `budget`, the bound of
+    /// the body it is (`wire`: what it reads is the body's coded bytes).
+    pub(in crate::secrets) fn within(mut self, budget: Arc<Budget>, wire: bool) -> RewriteBody {
+        self.rw = Rewriter::within(self.rw.patterns.clone(), budget, wire);
+        self
     }
 }
 

@@ -220,7 +220,7 @@ async fn scrubbed(
         // through a decoded copy that cuts the body before any coded
         // byte whose decoding holds a value goes on (see `copied`).
         if s.term.secrets.iter().any(|x| x.hosts_name(&s.name)) {
-            inner = Copied::new(inner, s.clone(), budget, codings.is_empty()).boxed();
+            inner = Copied::new(inner, s.clone(), budget.clone(), codings.is_empty()).boxed();
         }
     }
     let mut scrubbed: Vec<usize> = Vec::new();
@@ -281,6 +281,9 @@ async fn scrubbed(
             }
         })),
     )
+    // Its runs' decoding is counted in the body's one bound, in the
+    // bytes the server sent (those it reads, where nothing was decoded).
+    .within(budget, !decoded)
     .boxed();
     Response::from_parts(parts, body)
 }

@@ -42,6 +42,7 @@ mod read;
 mod tests;
 
 use super::{Blocked, Patterns, Violation};
+use crate::secrets::coding::Budget;
 use crate::secrets::zero;
 use read::read_spent;
 use std::sync::Arc;
@@ -221,31 +222,33 @@ pub(super) struct Runs {
     run: Option<Run>,
     /// Bytes of the stream pushed so far.
     seen: usize,
-    /// Bytes of decoding done for the stream's runs so far: held to
-    /// [`Runs::limit`], so that many short runs that each inflate far
-    /// cannot make the proxy work through more than a bound of the
-    /// stream's own length (as a body's decoding is bounded).
-    spent: usize,
+    /// The body's bound, which the runs' decoding is counted in (see
+    /// [`Budget::runs_left`]): so that many short runs that each inflate
+    /// far cannot make the proxy work through more than a bound of the
+    /// body's coded bytes, those the server sent.
+    body: Arc<Budget>,
+    /// The stream is the body's coded bytes (no stage decoded it): what
+    /// is pushed is counted as such.
+    wire: bool,
 }
 
 impl Runs {
+    /// The runs of a stream that is a body's coded bytes, bounded alone.
     pub(super) fn new() -> Runs {
+        Runs::within(Arc::new(Budget::new(None)), true)
+    }
+
+    /// The runs of a stream of `body` (`wire`: the stream is its coded
+    /// bytes, else what a stage decoded them to, counted by the stage).
+    pub(super) fn within(body: Arc<Budget>, wire: bool) -> Runs {
         Runs {
             held: Vec::new(),
             pos: 0,
             run: None,
             seen: 0,
-            spent: 0,
+            body,
+            wire,
         }
-    }
-
-    /// The most decoding the stream's runs may work through, all of them
-    /// together: the bound of what a body may decode to (a floor and a
-    /// ratio of the stream's bytes so far).
-    fn limit(&self) -> usize {
-        let ratio = crate::secrets::coding::bound::RATIO as usize;
-        let floor = crate::secrets::coding::bound::FLOOR as usize;
-        floor.saturating_add(self.seen.saturating_mul(ratio))
     }
 
     /// `data`, the stream's next bytes (`last`: its end), with every run
@@ -260,7 +263,9 @@ impl Runs {
     ) -> Result<Vec<u8>, Blocked> {
         self.held.extend_from_slice(data);
         self.seen = self.seen.saturating_add(data.len());
-        let limit = self.limit();
+        if self.wire {
+            self.body.seen(self.seen);
+        }
         let mut out = Vec::with_capacity(self.held.len());
         // Bytes of `held` before this are written out (or replaced).
         let mut written = 0;
@@ -324,11 +329,11 @@ impl Runs {
                 },
             };
             if ended {
-                self.end_run(patterns, limit, &mut out, &mut written, replaced)?;
+                self.end_run(patterns, &mut out, &mut written, replaced)?;
             }
         }
         if last {
-            self.end_run(patterns, limit, &mut out, &mut written, replaced)?;
+            self.end_run(patterns, &mut out, &mut written, replaced)?;
             out.extend_from_slice(&self.held[written..]);
             written = self.held.len();
             // (A line break ending the text was left unread.)
@@ -338,7 +343,7 @@ impl Runs {
                 // A long run (an image in JSON) is read a window at a
                 // time: a value nested in it is inside one window or in
                 // the overlap kept for the next.
-                let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit, true);
+                let verdict = read_spent(patterns, &run.chars, &self.body, true);
                 if verdict != Verdict::Clean {
                     return Err(withheld());
                 }
@@ -376,7 +381,6 @@ impl Runs {
     fn end_run(
         &mut self,
         patterns: &Arc<Patterns>,
-        limit: usize,
         out: &mut Vec<u8>,
         written: &mut usize,
         replaced: &mut Vec<usize>,
@@ -386,7 +390,7 @@ impl Runs {
         };
         out.extend_from_slice(&self.held[*written..run.start]);
         *written = run.start;
-        let verdict = read_spent(patterns, &run.chars, &mut self.spent, limit, false);
+        let verdict = read_spent(patterns, &run.chars, &self.body, false);
         if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
             out.extend_from_slice(&to);
             zero(&mut self.held[run.start..self.pos]);

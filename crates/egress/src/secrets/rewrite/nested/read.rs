@@ -4,6 +4,7 @@
 use super::decode::{decodings, promising, TEXT};
 use super::inflate::{streams, Place};
 use super::{budget, unit, Unit, Verdict, DEPTH, MIN_RUN, MIN_TEXT, RUN};
+use crate::secrets::coding::Budget;
 use crate::secrets::rewrite::{Patterns, Rewriter};
 use crate::secrets::zero;
 use std::sync::Arc;
@@ -23,24 +24,28 @@ impl Work {
     }
 }
 
-/// [`read_run`] within what is left of a stream's bound (`limit` less
-/// `spent`), the work done added to `spent`; past the bound, withheld.
-/// `cut`: the characters are a window of a longer run, which goes on.
+/// [`read_run`] within what is left of the body's bound for its runs
+/// (see [`Budget::runs_left`]), the work done counted in it; past the
+/// bound, withheld. `cut`: the characters are a window of a longer run,
+/// which goes on.
 pub(super) fn read_spent(
     patterns: &Arc<Patterns>,
     chars: &[u8],
-    spent: &mut usize,
-    limit: usize,
+    body: &Budget,
     cut: bool,
 ) -> Verdict {
     if chars.len() < MIN_RUN {
         return Verdict::Clean;
     }
-    let allowed = budget(chars.len()).min(limit.saturating_sub(*spent));
+    let allowed = budget(chars.len()).min(body.runs_left());
     let mut work = Work(allowed);
     let verdict = read_chars(patterns, chars, 1, &mut work, cut);
-    *spent = spent.saturating_add(allowed - work.0);
-    verdict
+    // (Within what was left: past the bound only where the body's
+    // codings spent the rest meanwhile, and then withheld.)
+    match body.runs_spent(allowed - work.0) {
+        Ok(()) => verdict,
+        Err(_) => Verdict::Withhold,
+    }
 }
 
 /// What a run of `chars` (its characters, escapes and breaks read) holds.

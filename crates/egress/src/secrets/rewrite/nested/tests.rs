@@ -1,6 +1,8 @@
 use super::super::{scrub_patterns, Patterns, Rewriter};
 use super::read::{read_run, runs_in};
 use super::*;
+use crate::secrets::coding::bound::{FLOOR, RATIO};
+use crate::secrets::coding::Budget;
 use crate::secrets::Secret;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -199,6 +201,62 @@ fn many_short_runs_that_each_inflate_far_are_withheld_at_the_streams_bound() {
     // One such run alone is read and passes.
     let one = [&b"x "[..], &run, b" y"].concat();
     assert_eq!(scrubbed(&p, &one, 1 << 10).unwrap(), one);
+}
+
+/// The runs' bound was a ratio of the text they are read in, the body
+/// as its codings gave it: a body gzip'd once may give a thousand times
+/// its bytes, so a small gzip'd body of text whose runs each inflate
+/// made the proxy decode some 64 thousand times what the server sent.
+/// The runs' work is counted in the body's one bound, in coded bytes:
+/// the gzip'd body is withheld once its runs have cost that bound.
+#[test]
+fn a_small_gzip_d_body_of_runs_that_cost_far_more_than_its_coded_bytes_is_withheld() {
+    let p = scrub();
+    // Runs that each inflate to 2 KiB, far apart: reading them costs
+    // tens of times the text's bytes, under the bound of the text sent
+    // as it is, and thousands of times what its gzip weighs.
+    let run = b64(&gzip(&vec![b'A'; 2 << 10]));
+    let gap = vec![b' '; 200];
+    let mut text = Vec::new();
+    while text.len() < 1 << 20 {
+        text.extend_from_slice(&run);
+        text.extend_from_slice(&gap);
+    }
+    let coded = gzip(&text);
+    assert!(coded.len() < 8 << 10, "{}", coded.len());
+    // As a body's codings count it: its coded bytes as they came, what
+    // they decode to as the stage gives it.
+    let body = Arc::new(Budget::new(None));
+    body.coded(coded.len());
+    body.decoded(text.len()).unwrap();
+    let mut r = Rewriter::within(p.clone(), body.clone(), false);
+    let start = std::time::Instant::now();
+    let mut err = None;
+    for chunk in text.chunks(16 << 10) {
+        if let Err(e) = r.push(chunk) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = match err {
+        Some(e) => e,
+        None => r.finish().unwrap_err(),
+    };
+    let spent = start.elapsed();
+    assert!(matches!(err.violation, Violation::Nested), "{err:?}");
+    // Within the runs' share of the body's bound, in coded bytes (the
+    // text's length would have allowed them 80 MiB).
+    let share = FLOOR + RATIO * coded.len() as u64;
+    assert!(
+        body.runs() <= share && share < 40 << 20,
+        "the runs cost {} bytes of decoding in {spent:?} of CPU, past their share {share}",
+        body.runs()
+    );
+    println!(
+        "a gzip'd body of {} coded bytes withheld after {} bytes of decoding its runs, {spent:?} of CPU",
+        coded.len(),
+        body.runs()
+    );
 }
 
 #[test]

@@ -209,7 +209,7 @@ impl Copied {
         self.phase = Phase::Copied(Box::new(Copy {
             pipeline,
             head: Some(Vec::new()),
-            rw: Rewriter::new(self.s.scrub.clone()),
+            rw: Rewriter::within(self.s.scrub.clone(), self.budget.clone(), false),
             scanned: 0,
             clean: 0,
             marks: VecDeque::new(),
