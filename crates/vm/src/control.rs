@@ -48,7 +48,8 @@ pub enum ControlError {
     #[error("the VM's relay did not answer")]
     NoAnswer,
     /// The paused VM was not resumed because a share is refused with a
-    /// reason code (`share_link`, `share_changed`), found before anything
+    /// reason code (`share_link`, `share_changed`, `share_unreadable`),
+    /// found before anything
     /// of its saved state was touched: nothing of it was served, and the
     /// VM stays paused to disk as it was, to resume once the share is
     /// back.
@@ -471,10 +472,10 @@ impl Live {
         let lost = |e: &dyn std::error::Error| ControlError::Lost(warden_jail::chain_str(e));
         let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| match e {
             // Only a refusal before anything was touched leaves the VM
-            // paused; a share refused later would be a lost VM's.
-            crate::pause::PauseError::Share(s) if s.reason().is_some() => {
-                ControlError::ShareRefused(s)
-            }
+            // paused (any of them, each with its code: `share_link`,
+            // `share_changed`, `share_unreadable`); a share refused later
+            // would be a lost VM's.
+            crate::pause::PauseError::Share(s) => ControlError::ShareRefused(s),
             e => lost(&e),
         })?;
         let (w, r) = match (m.stream.try_clone(), m.stream.try_clone()) {

@@ -34,8 +34,9 @@ pub enum PauseError {
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
     Machine(#[from] MachineError),
-    /// A share or the root tree is refused (`share_link`, `share_changed`)
-    /// before anything of the saved state was read or taken, nor any VMM
+    /// A share or the root tree is refused (`share_link`, `share_changed`,
+    /// `share_unreadable`: every error of the check has a code) before
+    /// anything of the saved state was read or taken, nor any VMM
     /// started: the state is as it was, and resumes once the share is
     /// back.
     #[error(transparent)]

@@ -55,6 +55,15 @@ pub enum ShareError {
         path: PathBuf,
         why: &'static str,
     },
+    /// Checked once, it cannot be opened again now for another reason
+    /// than its being gone or a link (permission, too many open files, a
+    /// pipe or device where it was): not served.
+    #[error("{what} {path} cannot be opened again ({why}): it is not shared with the VM (share_unreadable)")]
+    Unreadable {
+        what: &'static str,
+        path: PathBuf,
+        why: String,
+    },
     #[error("the VM's kernel command line would hold {len} bytes of warden's parameters (at most {MAX_PARAMS}): bind fewer or shorter paths (their common parent), or use `isolation process`")]
     TooLong { len: usize },
 }
@@ -65,6 +74,10 @@ pub const SHARE_LINK: &str = "share_link";
 /// The reason code of a share refused at a launch because its path holds
 /// another file, of another kind or owner, than the one checked.
 pub const SHARE_CHANGED: &str = "share_changed";
+/// The reason code of a share refused at a launch because its path, once
+/// checked, cannot be opened again (permission, too many open files, no
+/// longer a directory or a regular file).
+pub const SHARE_UNREADABLE: &str = "share_unreadable";
 
 impl ShareError {
     /// The stable reason code of a refusal a door words, if it has one.
@@ -72,6 +85,7 @@ impl ShareError {
         match self {
             ShareError::ThroughSymlink { .. } => Some(SHARE_LINK),
             ShareError::Changed { .. } => Some(SHARE_CHANGED),
+            ShareError::Unreadable { .. } => Some(SHARE_UNREADABLE),
             _ => None,
         }
     }
@@ -83,7 +97,10 @@ impl ShareError {
         let code = self.reason()?;
         match self {
             ShareError::ThroughSymlink { what, path, .. }
-            | ShareError::Changed { what, path, .. } => Some((code, what.trim_matches('`'), path)),
+            | ShareError::Changed { what, path, .. }
+            | ShareError::Unreadable { what, path, .. } => {
+                Some((code, what.trim_matches('`'), path))
+            }
             _ => None,
         }
     }
@@ -229,6 +246,21 @@ pub fn reopen(
             return Err(changed(
                 "is no longer there (moved or removed since the sandbox was made)",
             ))
+        }
+        // Any other failure to open it again (permission, too many open
+        // files, a pipe or device at its path) is refused with a code of
+        // its own as well, so that no error of this check is one without
+        // a code: a resume refused here leaves the VM paused as it was.
+        Err(e @ (ShareError::Missing { .. } | ShareError::Refused { .. })) => {
+            return Err(ShareError::Unreadable {
+                what,
+                path: path.to_path_buf(),
+                why: match e {
+                    ShareError::Missing { source, .. } => source.to_string(),
+                    ShareError::Refused { why, .. } => why.to_string(),
+                    e => e.to_string(),
+                },
+            })
         }
         r => r?,
     };

@@ -184,7 +184,7 @@ pub async fn pause(
     responses((status = 200, description = "its processes go on where they were; its TTL moved on by the time it was paused", body = SandboxInfo),
         (status = 404, body = Problem),
         (status = 403, description = "a token's VM paused to disk whose supervisor is gone (its resume is a new run), whose spec reaches the host where the owner no longer lets a token: nothing is started, its saved memory kept, at the field's pointer", body = Problem),
-        (status = 409, description = "not running, or not paused; or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over; or (`share_link`, `share_changed`, at the bind's pointer in the spec) a VM paused to disk whose share became a link or another directory: nothing of it is served, and nothing changes (the sandbox stays paused to disk, its saved memory kept, and resumes once the share is back)", body = Problem)),
+        (status = 409, description = "not running, or not paused; or (`workspace_moved`, `workspace_link`) its workspace is not the directory it was made over; or (`share_link`, `share_changed`, `share_unreadable`, at the bind's pointer in the spec) a VM paused to disk whose share became a link or another directory, or can no longer be opened: nothing of it is served, and nothing changes (the sandbox stays paused to disk, its saved memory kept, and resumes once the share is back)", body = Problem)),
     security(("token" = [])))]
 pub async fn resume(
     State(app): State<Arc<App>>,

@@ -21,6 +21,7 @@ pub const CODES: &[&str] = &[
     warden_workspace::WORKSPACE_LINK,
     warden_vm::shares::SHARE_LINK,
     warden_vm::shares::SHARE_CHANGED,
+    warden_vm::shares::SHARE_UNREADABLE,
 ];
 
 /// The prefix of the line that carries a refusal's code.
