@@ -75,6 +75,9 @@ pub(super) const HELD_MOST: usize = 256 << 10;
 /// form of a value (with escapes, compressed, encoded again) fits.
 const OVERLAP: usize = 4 << 10;
 
+/// The most capacity of a run's buffer kept for the next run.
+const SPARE_MOST: usize = 4 << 10;
+
 /// How much further than [`INFLATE_MOST`] raw deflate (which has no
 /// signature) is read to tell whether it is a stream that ends.
 const RAW_PROBE: usize = 4 << 20;
@@ -230,6 +233,10 @@ pub(super) struct Runs {
     /// The stream is the body's coded bytes (no stage decoded it): what
     /// is pushed is counted as such.
     wire: bool,
+    /// The characters of the last run that ended, kept (cleared) for
+    /// the next one: a run may start at every word of text, and most
+    /// words are short.
+    spare: Vec<u8>,
 }
 
 impl Runs {
@@ -248,6 +255,7 @@ impl Runs {
             seen: 0,
             body,
             wire,
+            spare: Vec::new(),
         }
     }
 
@@ -283,9 +291,11 @@ impl Runs {
                     self.pos += n;
                     match unit(&self.held[self.pos..], last) {
                         Unit::Char(c, n) if c != b'=' => {
+                            let mut chars = std::mem::take(&mut self.spare);
+                            chars.push(c);
                             self.run = Some(Run {
                                 start: self.pos,
-                                chars: vec![c],
+                                chars,
                                 padded: false,
                                 windowed: false,
                             });
@@ -391,7 +401,14 @@ impl Runs {
         out.extend_from_slice(&self.held[*written..run.start]);
         *written = run.start;
         let verdict = read_spent(patterns, &run.chars, &self.body, false);
-        if let Some(to) = self.decide(patterns, verdict, &mut run, replaced)? {
+        let to = self.decide(patterns, verdict, &mut run, replaced)?;
+        // (Erased where it held a value.) A long run's buffer is let go,
+        // not held for the rest of the body.
+        run.chars.clear();
+        if run.chars.capacity() <= SPARE_MOST {
+            self.spare = run.chars;
+        }
+        if let Some(to) = to {
             out.extend_from_slice(&to);
             zero(&mut self.held[run.start..self.pos]);
             *written = self.pos;
