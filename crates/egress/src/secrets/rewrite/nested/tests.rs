@@ -482,6 +482,16 @@ fn stored() -> Vec<u8> {
     format!("{{\"token\":\"{VALUE}\",\"again\":\"{VALUE}\"}}").into_bytes()
 }
 
+/// Asserts that the scrub withholds the response holding the run
+/// `inner` (fed `piece` bytes at a time) as one it cannot read inside.
+fn assert_withheld(p: &Arc<Patterns>, inner: &[u8], piece: usize, what: &str) {
+    let r = scrubbed(p, &frame(inner), piece);
+    assert!(
+        matches!(&r, Err(b) if b.violation == Violation::Nested),
+        "{what}: {r:?}"
+    );
+}
+
 /// Whether the scrub kept `inner` (a run a server built around the
 /// value) from coming back, in any pieces: the response withheld, or
 /// the run replaced by the placeholder.
@@ -642,11 +652,7 @@ fn zlib_with_a_small_window_is_read_and_with_a_preset_dictionary_read_or_withhel
         b64(&zlib_with_dictionary(&long)),
         hex(&zlib_with_dictionary(&long)),
     ] {
-        let r = scrubbed(&p, &frame(&inner), 64);
-        assert!(
-            matches!(&r, Err(b) if b.violation == Violation::Nested),
-            "{r:?}"
-        );
+        assert_withheld(&p, &inner, 64, "a preset dictionary's stream");
     }
 }
 
@@ -687,11 +693,7 @@ fn compressed_data_of_a_kind_not_read_inside_a_run_is_withheld_as_in_a_body() {
                 // bytes to be taken anywhere but at a run's start.
                 continue;
             }
-            let r = scrubbed(&p, &frame(&inner), 4096);
-            assert!(
-                matches!(&r, Err(b) if b.violation == Violation::Nested),
-                "{name} in {how}: {r:?}"
-            );
+            assert_withheld(&p, &inner, 4096, &format!("{name} in {how}"));
         }
     }
 }
